@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// command is one `ballast` subcommand. Files of this package register their
+// commands from init so that adding a command never edits main.go.
+type command struct {
+	// name is the words that select the command, e.g. "config check".
+	name string
+	// summary is the one-line description shown by `ballast --help`.
+	summary string
+	// run parses args (everything after the command's words) and runs.
+	// It returns errUsage (wrapped or not) for bad flags or arguments.
+	run func(ctx context.Context, env *cmdEnv, args []string) error
+}
+
+// cmdEnv carries the process-level streams so commands stay testable.
+type cmdEnv struct {
+	stdout io.Writer
+	stderr io.Writer
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// errUsage marks errors caused by how the command was called; main exits 2.
+var errUsage = fmt.Errorf("usage error")
+
+// lookup finds the longest registered command name that prefixes args.
+func lookup(args []string) (*command, []string) {
+	for n := min(len(args), 3); n > 0; n-- {
+		if c, ok := commands[strings.Join(args[:n], " ")]; ok {
+			return c, args[n:]
+		}
+	}
+	return nil, args
+}
+
+func writeTopUsage(w io.Writer) {
+	fmt.Fprintf(w, `ballast — telemetry and storage intelligence for pNFS clusters that feed GPUs.
+
+Usage: ballast COMMAND [flags]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-22s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun 'ballast COMMAND --help' for the flags of a command.\n")
+}
+
+// newFlagSet returns a FlagSet whose --help prints usage text, then the flags
+// with their defaults, to env.stdout.
+func newFlagSet(env *cmdEnv, name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fs.SetOutput(env.stdout)
+		fmt.Fprintf(env.stdout, "%s\n\nFlags:\n", strings.TrimSpace(usage))
+		fs.PrintDefaults()
+		fs.SetOutput(env.stderr)
+	}
+	return fs
+}
+
+// parseFlags parses args with fs and maps flag errors to errUsage.
+// It returns flag.ErrHelp unchanged so callers exit 0 after --help.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package models
+
+import (
+	"fmt"
+	"time"
+)
+
+// Severity orders findings for people and alert routing.
+type Severity string
+
+// Severities, from least to most urgent.
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityCritical Severity = "critical"
+)
+
+// Valid reports whether s is one of the defined severities.
+func (s Severity) Valid() bool {
+	return s == SeverityInfo || s == SeverityWarning || s == SeverityCritical
+}
+
+// SubjectKind names what a finding or action is about.
+type SubjectKind string
+
+// Subject kinds: the things in a pNFS cluster ballast can point at.
+const (
+	SubjectDS      SubjectKind = "ds"
+	SubjectDevice  SubjectKind = "device"
+	SubjectPort    SubjectKind = "port"
+	SubjectStripe  SubjectKind = "stripe"
+	SubjectClient  SubjectKind = "client"
+	SubjectJob     SubjectKind = "job"
+	SubjectPool    SubjectKind = "pool"
+	SubjectGPU     SubjectKind = "gpu"
+	SubjectCluster SubjectKind = "cluster"
+)
+
+// Subject identifies one thing in the cluster, e.g. {device, "ds03/nvme2n1"}.
+type Subject struct {
+	Kind SubjectKind `json:"kind"`
+	ID   string      `json:"id"`
+}
+
+// String renders the subject as kind:id, the form used in labels and APIs.
+func (s Subject) String() string { return string(s.Kind) + ":" + s.ID }
+
+// Evidence is one number behind a finding, with the series it came from.
+type Evidence struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit,omitempty"`
+	Series string  `json:"series,omitempty"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// Finding is something an analyzer concluded about the cluster. ID is stable
+// for as long as the same condition goes on, so successive ticks update one
+// finding instead of creating new ones. End is zero while it is active.
+type Finding struct {
+	ID       string     `json:"id"`
+	Kind     string     `json:"kind"`
+	Subject  Subject    `json:"subject"`
+	Severity Severity   `json:"severity"`
+	Score    float64    `json:"score"`
+	Start    time.Time  `json:"start"`
+	LastSeen time.Time  `json:"last_seen"`
+	End      time.Time  `json:"end,omitzero"`
+	Summary  string     `json:"summary"`
+	Evidence []Evidence `json:"evidence,omitempty"`
+}
+
+// Active reports whether the finding has not ended.
+func (f *Finding) Active() bool { return f.End.IsZero() }
+
+// Validate checks that f is complete enough to store and show.
+func (f *Finding) Validate() error {
+	switch {
+	case f.ID == "":
+		return fmt.Errorf("finding has no id")
+	case f.Kind == "":
+		return fmt.Errorf("finding %q has no kind", f.ID)
+	case f.Subject.Kind == "" || f.Subject.ID == "":
+		return fmt.Errorf("finding %q has no subject", f.ID)
+	case !f.Severity.Valid():
+		return fmt.Errorf("finding %q has invalid severity %q", f.ID, f.Severity)
+	case f.Start.IsZero():
+		return fmt.Errorf("finding %q has no start time", f.ID)
+	case f.LastSeen.Before(f.Start):
+		return fmt.Errorf("finding %q was last seen (%s) before it started (%s)", f.ID, f.LastSeen, f.Start)
+	case !f.End.IsZero() && f.End.Before(f.Start):
+		return fmt.Errorf("finding %q ends (%s) before it starts (%s)", f.ID, f.End, f.Start)
+	}
+	return nil
+}

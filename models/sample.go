@@ -1,0 +1,138 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Label is one name=value pair of a time series.
+type Label struct {
+	Name  string
+	Value string
+}
+
+// Sample is one value of one time series at one instant. Timestamp is in
+// milliseconds since the Unix epoch, the unit of Prometheus and
+// VictoriaMetrics.
+type Sample struct {
+	Name      string
+	Labels    []Label
+	Timestamp int64
+	Value     float64
+}
+
+// Label returns the value of the label called name, or "" when absent.
+func (s *Sample) Label(name string) string {
+	for _, l := range s.Labels {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// SeriesKey returns a canonical string for the series of s: the metric name
+// followed by its labels sorted by name, in exposition syntax. Two samples of
+// the same series give the same key whatever the order of their labels.
+func (s *Sample) SeriesKey() string {
+	ls := append([]Label(nil), s.Labels...)
+	sort.Slice(ls, func(i, j int) bool { return ls[i].Name < ls[j].Name })
+	var b strings.Builder
+	b.WriteString(s.Name)
+	b.WriteByte('{')
+	for i, l := range ls {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", l.Name, l.Value)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Limits of series identity that every ingest path enforces. They match the
+// defaults of VictoriaMetrics, which otherwise truncates silently.
+const (
+	MaxLabelsPerSeries = 40
+	MaxLabelValueBytes = 4096
+	MaxLabelNameBytes  = 256
+)
+
+// ValidMetricName reports whether name is a classic Prometheus metric name:
+// [a-zA-Z_:][a-zA-Z0-9_:]*.
+func ValidMetricName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// ValidLabelName reports whether name is a Prometheus label name:
+// [a-zA-Z_][a-zA-Z0-9_]*.
+func ValidLabelName(name string) bool {
+	if name == "" || len(name) > MaxLabelNameBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9') {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// Validate checks the identity and value of s: a valid metric name, valid
+// and unique label names, label values within limits and valid UTF-8, and a
+// value that the store can keep (NaN is dropped by VictoriaMetrics, so it is
+// refused here rather than lost silently).
+func (s *Sample) Validate() error {
+	if !ValidMetricName(s.Name) {
+		return fmt.Errorf("invalid metric name %q: must match [a-zA-Z_:][a-zA-Z0-9_:]*", s.Name)
+	}
+	if err := ValidateLabels(s.Labels); err != nil {
+		return err
+	}
+	if math.IsNaN(s.Value) {
+		return fmt.Errorf("value of %s is NaN, which the store cannot keep", s.Name)
+	}
+	return nil
+}
+
+// ValidateLabels checks label names, uniqueness, count and value limits.
+func ValidateLabels(ls []Label) error {
+	if len(ls) > MaxLabelsPerSeries {
+		return fmt.Errorf("too many labels: %d; the limit is %d", len(ls), MaxLabelsPerSeries)
+	}
+	for i, l := range ls {
+		if !ValidLabelName(l.Name) {
+			return fmt.Errorf("invalid label name %q: must match [a-zA-Z_][a-zA-Z0-9_]*", l.Name)
+		}
+		if l.Name == "__name__" {
+			return fmt.Errorf("label __name__ is not allowed next to a metric name")
+		}
+		if len(l.Value) > MaxLabelValueBytes {
+			return fmt.Errorf("value of label %q is %d bytes long; the limit is %d", l.Name, len(l.Value), MaxLabelValueBytes)
+		}
+		if !utf8.ValidString(l.Value) {
+			return fmt.Errorf("value of label %q is not valid UTF-8", l.Name)
+		}
+		for _, p := range ls[:i] {
+			if p.Name == l.Name {
+				return fmt.Errorf("duplicate label %q", l.Name)
+			}
+		}
+	}
+	return nil
+}
