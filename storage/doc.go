@@ -1,0 +1,51 @@
+// Package storage is ballast's time-series store and its HTTP surface.
+//
+// The embedded backend is VictoriaMetrics: lib/storage through
+// app/vmstorage for data, and app/vmselect's MetricsQL engine for the
+// Prometheus HTTP query API (see docs/decisions.md for why). VictoriaMetrics
+// keeps one storage per process in package-level state, so at most one
+// Embedded can be open in a process at a time; OpenEmbedded refuses a second.
+//
+// The rest of ballast sees storage through two small interfaces, Appender and
+// Querier, so a remote backend (vminsert/vmselect) can replace the embedded
+// one without touching callers.
+package storage
+
+import (
+	"context"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Appender accepts batches of samples. A nil error means every sample was
+// validated and handed to the store; a non-nil error means none was.
+type Appender interface {
+	Append(ctx context.Context, samples []models.Sample) error
+}
+
+// Querier evaluates MetricsQL/PromQL expressions.
+type Querier interface {
+	// Query evaluates expr at one instant.
+	Query(ctx context.Context, expr string, at time.Time) ([]Series, error)
+	// QueryRange evaluates expr at every step from start to end inclusive.
+	QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]Series, error)
+}
+
+// Series is one result series of a query.
+type Series struct {
+	Name       string
+	Labels     []models.Label
+	Timestamps []int64 // milliseconds
+	Values     []float64
+}
+
+// Label returns the value of label name, or "".
+func (s *Series) Label(name string) string {
+	for _, l := range s.Labels {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,356 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmselect"
+	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmselect/promql"
+	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmstorage"
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/logger"
+	vmstorage_lib "github.com/VictoriaMetrics/VictoriaMetrics/lib/storage"
+
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage/ingest"
+)
+
+// Options configure the embedded store. Every field has a usable zero value
+// (its default, documented per field and in docs/config.md).
+type Options struct {
+	// DataDir holds the data; required.
+	DataDir string
+	// Retention is how long samples are kept. Default 30 days; minimum 1 day.
+	Retention time.Duration
+	// FlushInterval bounds how much acknowledged data a crash can lose: rows
+	// reach disk within FlushInterval plus the 2 s in-memory buffering of
+	// lib/storage. Default 5 s; minimum 1 s.
+	FlushInterval time.Duration
+	// MinFreeDiskBytes: below this free space the store turns read-only and
+	// ingest answers 503 instead of filling the disk. Default 100 MB.
+	MinFreeDiskBytes int64
+	// MemoryBytes caps VictoriaMetrics' caches. Default: 25 % of RAM.
+	MemoryBytes int64
+	// MaxConcurrentQueries bounds concurrent queries. Default 2 × CPUs, at most 16.
+	MaxConcurrentQueries int
+	// LatencyOffset hides the newest samples from instant queries at "now"
+	// while they may still be incomplete (VictoriaMetrics' -search.latencyOffset).
+	// Default 5 s; negative means 0.
+	LatencyOffset time.Duration
+	// DisableQueryCache turns off the rollup result cache, for backfills and
+	// simulated clocks that write far in the past.
+	DisableQueryCache bool
+	// LogLevel for VictoriaMetrics' own logger: INFO, WARN, ERROR. Default WARN.
+	LogLevel string
+}
+
+func (o *Options) withDefaults() Options {
+	r := *o
+	if r.Retention == 0 {
+		r.Retention = 30 * 24 * time.Hour
+	}
+	if r.FlushInterval == 0 {
+		r.FlushInterval = 5 * time.Second
+	}
+	if r.MinFreeDiskBytes == 0 {
+		r.MinFreeDiskBytes = 100e6
+	}
+	if r.MaxConcurrentQueries == 0 {
+		r.MaxConcurrentQueries = min(2*runtime.NumCPU(), 16)
+	}
+	if r.LatencyOffset == 0 {
+		r.LatencyOffset = 5 * time.Second
+	} else if r.LatencyOffset < 0 {
+		r.LatencyOffset = 0
+	}
+	if r.LogLevel == "" {
+		r.LogLevel = "WARN"
+	}
+	return r
+}
+
+// Validate reports the first bad option, naming it.
+func (o *Options) Validate() error {
+	switch {
+	case o.DataDir == "":
+		return fmt.Errorf("storage data dir is empty")
+	case o.Retention != 0 && o.Retention < 24*time.Hour:
+		return fmt.Errorf("storage retention %s is below the minimum of 24h", o.Retention)
+	case o.FlushInterval != 0 && o.FlushInterval < time.Second:
+		return fmt.Errorf("storage flush interval %s is below the minimum of 1s", o.FlushInterval)
+	case o.MinFreeDiskBytes < 0:
+		return fmt.Errorf("storage min free disk bytes %d is negative", o.MinFreeDiskBytes)
+	case o.MemoryBytes < 0:
+		return fmt.Errorf("storage memory bytes %d is negative", o.MemoryBytes)
+	case o.MaxConcurrentQueries < 0:
+		return fmt.Errorf("max concurrent queries %d is negative", o.MaxConcurrentQueries)
+	}
+	switch strings.ToUpper(o.LogLevel) {
+	case "", "INFO", "WARN", "ERROR":
+	default:
+		return fmt.Errorf("storage log level %q is not one of INFO, WARN, ERROR", o.LogLevel)
+	}
+	return nil
+}
+
+// Embedded is the in-process VictoriaMetrics store.
+type Embedded struct {
+	opts Options
+	lock *os.File
+
+	// mu guards closed: appends and queries hold it shared, Close holds it
+	// exclusively, because lib/storage's MustClose assumes no concurrent
+	// AddRows or Search.
+	mu     sync.RWMutex
+	closed bool
+
+	rowsAdded atomic.Uint64
+}
+
+var (
+	openMu     sync.Mutex
+	openedOnce bool // VictoriaMetrics' package state cannot be re-initialised
+	vmInitOnce sync.Once
+)
+
+// ErrDataDirLocked is returned when another process holds the data dir.
+var ErrDataDirLocked = errors.New("data dir is in use by another process")
+
+// OpenEmbedded locks opts.DataDir, opens the store in it and starts the query
+// engine. Only one Embedded can ever be opened per process.
+func OpenEmbedded(opts Options) (*Embedded, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	openMu.Lock()
+	defer openMu.Unlock()
+	if openedOnce {
+		return nil, fmt.Errorf("cannot open storage at %q: an embedded store was already opened in this process", o.DataDir)
+	}
+	dir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve data dir %q: %w", o.DataDir, err)
+	}
+	o.DataDir = dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data dir %q: %w", dir, err)
+	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := setVMFlags(&o); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	vmInitOnce.Do(logger.InitNoLogFlags)
+	openedOnce = true
+	vmstorage.Init(o.MaxConcurrentQueries, 10*time.Second, promql.ResetRollupResultCacheIfNeeded)
+	vmselect.Init(o.MaxConcurrentQueries, 10*time.Second)
+	return &Embedded{opts: o, lock: lock}, nil
+}
+
+// lockDataDir takes an exclusive, non-blocking flock on DIR/ballast.lock and
+// writes our pid into it, so a second process fails with a clear error
+// before VictoriaMetrics' own lock would make it exit.
+func lockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "ballast.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open lock file %q: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		holder := strings.TrimSpace(string(pid))
+		if holder == "" {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("cannot open storage at %q: %w (pid %s holds %s)", dir, ErrDataDirLocked, holder, path)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// setVMFlags applies o through VictoriaMetrics' global flags, which is the
+// only way its app packages are configured. flag.CommandLine must be parsed
+// before lib/memory reads its limits.
+func setVMFlags(o *Options) error {
+	if !flag.CommandLine.Parsed() {
+		if err := flag.CommandLine.Parse(nil); err != nil {
+			return fmt.Errorf("cannot initialise storage flags: %w", err)
+		}
+	}
+	set := map[string]string{
+		"storageDataPath":               o.DataDir,
+		"retentionPeriod":               fmt.Sprintf("%dh", int64(o.Retention/time.Hour)),
+		"inmemoryDataFlushInterval":     o.FlushInterval.String(),
+		"storage.minFreeDiskSpaceBytes": strconv.FormatInt(o.MinFreeDiskBytes, 10),
+		"search.latencyOffset":          o.LatencyOffset.String(),
+		"search.disableCache":           strconv.FormatBool(o.DisableQueryCache),
+		"loggerLevel":                   strings.ToUpper(o.LogLevel),
+		"search.cacheTimestampOffset":   "5m",
+		"storage.trackMetricNamesStats": "false",
+		"search.maxStalenessInterval":   "0s",
+		"search.minStalenessInterval":   "0s",
+	}
+	if o.MemoryBytes > 0 {
+		set["memory.allowedBytes"] = strconv.FormatInt(o.MemoryBytes, 10)
+	} else {
+		set["memory.allowedPercent"] = "25"
+	}
+	for k, v := range set {
+		if flag.CommandLine.Lookup(k) == nil {
+			return fmt.Errorf("cannot configure storage: VictoriaMetrics flag -%s does not exist in this build", k)
+		}
+		if err := flag.Set(k, v); err != nil {
+			return fmt.Errorf("cannot set storage option -%s=%q: %w", k, v, err)
+		}
+	}
+	return nil
+}
+
+// DataDir returns the absolute data directory.
+func (e *Embedded) DataDir() string { return e.opts.DataDir }
+
+// Options returns the effective options, defaults filled in.
+func (e *Embedded) Options() Options { return e.opts }
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("storage is closed")
+
+// ErrReadOnly is returned when the store refuses writes for lack of disk.
+var ErrReadOnly = errors.New("storage is read-only: free disk space is below the configured minimum")
+
+// Append validates samples and writes them. Validation covers the whole batch
+// first, so an error means nothing was written.
+func (e *Embedded) Append(ctx context.Context, samples []models.Sample) error {
+	if len(samples) == 0 {
+		return nil
+	}
+	var b ingest.Batch
+	lim := e.Limits(time.Now())
+	if err := b.AddSamples(samples, &lim); err != nil {
+		return err
+	}
+	return e.WriteBatch(&b)
+}
+
+// Limits returns the ingest limits implied by the retention at now.
+func (e *Embedded) Limits(now time.Time) ingest.Limits {
+	return ingest.Limits{
+		MinTimestamp:     now.Add(-e.opts.Retention).Add(time.Hour).UnixMilli(),
+		MaxTimestamp:     now.Add(2 * 24 * time.Hour).Add(-time.Hour).UnixMilli(),
+		DefaultTimestamp: now.UnixMilli(),
+	}
+}
+
+var rowBufPool sync.Pool
+
+type rowBuf struct {
+	rows []vmstorage_lib.MetricRow
+	buf  []byte
+}
+
+// WriteBatch writes an already validated batch.
+func (e *Embedded) WriteBatch(b *ingest.Batch) error {
+	rb, _ := rowBufPool.Get().(*rowBuf)
+	if rb == nil {
+		rb = &rowBuf{}
+	}
+	defer rowBufPool.Put(rb)
+	rb.rows, rb.buf = b.MetricRows(rb.rows[:0], rb.buf)
+	return e.WriteRows(rb.rows)
+}
+
+// WriteRows hands rows in lib/storage encoding to the store. It exists for
+// callers that build rows themselves (benchmarks); others use Append.
+func (e *Embedded) WriteRows(rows []vmstorage_lib.MetricRow) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if vmstorage.VMInsertAPI.IsReadOnly() {
+		return ErrReadOnly
+	}
+	if err := vmstorage.VMInsertAPI.WriteRows(rows); err != nil {
+		return fmt.Errorf("cannot write %d rows: %w", len(rows), err)
+	}
+	e.rowsAdded.Add(uint64(len(rows)))
+	return nil
+}
+
+// RowsAdded returns how many rows this process wrote.
+func (e *Embedded) RowsAdded() uint64 { return e.rowsAdded.Load() }
+
+// Flush makes every row written so far visible to queries now instead of
+// within about 2 s. It does not force them to disk. Used on simulated clocks,
+// where analyzers read back what was just written.
+func (e *Embedded) Flush() {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if !e.closed {
+		vmstorage.DebugFlush()
+	}
+}
+
+// IsReadOnly reports whether the store refuses writes.
+func (e *Embedded) IsReadOnly() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return !e.closed && vmstorage.VMInsertAPI.IsReadOnly()
+}
+
+// SizeBytes returns the bytes the data dir occupies on disk.
+func (e *Embedded) SizeBytes() int64 {
+	var n int64
+	filepath.WalkDir(e.opts.DataDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Close flushes everything to disk and releases the data dir. It waits for
+// in-flight appends and queries, then refuses new ones; it is idempotent.
+// The context bounds only the wait for in-flight work.
+func (e *Embedded) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.mu.Lock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot close storage at %q: in-flight requests did not finish: %w", e.opts.DataDir, ctx.Err())
+	}
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	vmselect.Stop()
+	vmstorage.Stop()
+	e.lock.Close()
+	return nil
+}

@@ -1,0 +1,185 @@
+// Package ingest decodes the push formats ballast accepts — Prometheus text
+// exposition and Prometheus remote write — into validated batches of rows.
+//
+// Decoding is pure: bytes in, a Batch or an error naming the line or series
+// and the reason out. A batch is validated as a whole before anything is
+// written, so a rejected request changes nothing in storage, and every check
+// that VictoriaMetrics would otherwise apply by silently dropping or
+// truncating data (NaN values, timestamps outside retention, too many labels,
+// long label values) is an explicit error here instead.
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/decimal"
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
+	vmstorage "github.com/VictoriaMetrics/VictoriaMetrics/lib/storage"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Limits bounds what one batch may contain. The zero value of each field
+// means its default.
+type Limits struct {
+	// MinTimestamp and MaxTimestamp bound sample timestamps (ms). Zero means
+	// unbounded on that side; the storage sets them from its retention.
+	MinTimestamp int64
+	MaxTimestamp int64
+	// DefaultTimestamp (ms) is given to samples that carry none.
+	DefaultTimestamp int64
+	// ExtraLabels are added to every series (and override labels of the
+	// same name), e.g. instance and job for scraped targets.
+	ExtraLabels []models.Label
+}
+
+// Batch is a decoded, validated set of rows. Its strings may alias the
+// request body, so a Batch must not outlive the body it was decoded from
+// unless Samples is used to copy it out.
+type Batch struct {
+	rows   []row
+	labels []models.Label
+	pbuf   []prompb.Label
+}
+
+type row struct {
+	name   string
+	lstart int32
+	lend   int32
+	ts     int64
+	v      float64
+}
+
+// Reset empties b for reuse, keeping its memory.
+func (b *Batch) Reset() {
+	b.rows = b.rows[:0]
+	clear(b.labels)
+	b.labels = b.labels[:0]
+}
+
+// Len returns the number of rows in b.
+func (b *Batch) Len() int { return len(b.rows) }
+
+// Samples copies the rows of b out as samples that own their memory.
+func (b *Batch) Samples() []models.Sample {
+	out := make([]models.Sample, len(b.rows))
+	for i, r := range b.rows {
+		ls := make([]models.Label, r.lend-r.lstart)
+		for j, l := range b.labels[r.lstart:r.lend] {
+			ls[j] = models.Label{Name: clone(l.Name), Value: clone(l.Value)}
+		}
+		out[i] = models.Sample{Name: clone(r.name), Labels: ls, Timestamp: r.ts, Value: r.v}
+	}
+	return out
+}
+
+func clone(s string) string { return string([]byte(s)) }
+
+// MetricRows appends b's rows to dst in the encoding lib/storage expects
+// (MarshalMetricNameRaw; any other encoding is silently dropped by it).
+// buf backs the encoded names and is returned for reuse.
+func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte) ([]vmstorage.MetricRow, []byte) {
+	// Size buf once so that the MetricNameRaw slices stay valid: appending
+	// past capacity would move earlier names.
+	need := 0
+	for _, r := range b.rows {
+		need += len(r.name) + 8
+		for _, l := range b.labels[r.lstart:r.lend] {
+			need += len(l.Name) + len(l.Value) + 4
+		}
+	}
+	if cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	buf = buf[:0]
+	for _, r := range b.rows {
+		pl := append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: r.name})
+		for _, l := range b.labels[r.lstart:r.lend] {
+			pl = append(pl, prompb.Label{Name: l.Name, Value: l.Value})
+		}
+		b.pbuf = pl
+		start := len(buf)
+		buf = vmstorage.MarshalMetricNameRaw(buf, pl)
+		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[start:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
+	}
+	return dst, buf
+}
+
+// AddSamples validates samples and appends them to b. On error b is left as
+// it was before the call.
+func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
+	rows0, labels0 := len(b.rows), len(b.labels)
+	for i := range samples {
+		s := &samples[i]
+		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Value, false, lim); err != nil {
+			b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
+			return fmt.Errorf("sample %d (%s): %w", i, s.Name, err)
+		}
+	}
+	return nil
+}
+
+// add validates one row and appends it.
+func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, staleOK bool, lim *Limits) error {
+	if !models.ValidMetricName(name) {
+		return &RejectError{Reason: ReasonName, Err: fmt.Errorf("invalid metric name %q: must match [a-zA-Z_:][a-zA-Z0-9_:]*", name)}
+	}
+	start := len(b.labels)
+	b.labels = append(b.labels, ls...)
+	for _, e := range lim.ExtraLabels {
+		b.labels = setLabel(b.labels, start, e)
+	}
+	if err := models.ValidateLabels(b.labels[start:]); err != nil {
+		b.labels = b.labels[:start]
+		return &RejectError{Reason: ReasonLabels, Err: err}
+	}
+	if err := checkValue(v, staleOK); err != nil {
+		b.labels = b.labels[:start]
+		return &RejectError{Reason: ReasonValue, Err: err}
+	}
+	if ts == 0 {
+		ts = lim.DefaultTimestamp
+	}
+	if err := checkTimestamp(ts, lim); err != nil {
+		b.labels = b.labels[:start]
+		return &RejectError{Reason: ReasonTimestamp, Err: err}
+	}
+	b.rows = append(b.rows, row{name: name, lstart: int32(start), lend: int32(len(b.labels)), ts: ts, v: v})
+	return nil
+}
+
+func setLabel(ls []models.Label, start int, l models.Label) []models.Label {
+	for i := start; i < len(ls); i++ {
+		if ls[i].Name == l.Name {
+			ls[i].Value = l.Value
+			return ls
+		}
+	}
+	return append(ls, l)
+}
+
+func checkValue(v float64, staleOK bool) error {
+	if math.IsNaN(v) {
+		if staleOK && decimal.IsStaleNaN(v) {
+			return nil
+		}
+		return fmt.Errorf("value is NaN, which the store cannot keep; omit the sample instead")
+	}
+	return nil
+}
+
+func checkTimestamp(ts int64, lim *Limits) error {
+	if lim.MinTimestamp != 0 && ts < lim.MinTimestamp {
+		return fmt.Errorf("timestamp %s is older than the retention allows (oldest accepted: %s)", fmtMillis(ts), fmtMillis(lim.MinTimestamp))
+	}
+	if lim.MaxTimestamp != 0 && ts > lim.MaxTimestamp {
+		return fmt.Errorf("timestamp %s is too far in the future (latest accepted: %s)", fmtMillis(ts), fmtMillis(lim.MaxTimestamp))
+	}
+	return nil
+}
+
+func fmtMillis(ms int64) string {
+	return fmt.Sprintf("%d (%s)", ms, time.UnixMilli(ms).UTC().Format(time.RFC3339))
+}

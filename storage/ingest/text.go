@@ -1,0 +1,103 @@
+package ingest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
+
+// ParseText decodes Prometheus text exposition (an optional timestamp in
+// milliseconds per line, # comments and HELP/TYPE lines ignored) into b.
+// Lexing is VictoriaMetrics' own exposition parser; ballast adds the checks
+// that parser leaves to later stages. Any bad line fails the whole batch with
+// an error that names the 1-based line number and the reason; b is then left
+// as it was before the call.
+func ParseText(body string, lim *Limits, b *Batch) error {
+	rows0, labels0 := len(b.rows), len(b.labels)
+	// Fast path: the whole body at once. Errors are rare, so on the first one
+	// the slow path re-parses line by line to say which line it was.
+	rs := rowsPool.Get().(*prometheus.Rows)
+	defer rowsPool.Put(rs)
+	failed := false
+	rs.UnmarshalWithErrLogger(body, func(string) { failed = true })
+	if !failed {
+		if err := b.addTextRows(rs.Rows, lim); err == nil {
+			return nil
+		}
+		b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
+	}
+	err := parseTextByLine(body, lim, b, rs)
+	b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
+	if err == nil {
+		// The fast path failed but no single line does: cannot happen unless
+		// the parser's whole-body and per-line results differ.
+		err = fmt.Errorf("cannot parse Prometheus text body")
+	}
+	return err
+}
+
+func (b *Batch) addTextRows(rows []prometheus.Row, lim *Limits) error {
+	for i := range rows {
+		r := &rows[i]
+		start := len(b.labels)
+		for _, t := range r.Tags {
+			b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
+		}
+		ls := b.labels[start:]
+		b.labels = b.labels[:start]
+		if err := b.add(r.Metric, ls, r.Timestamp, r.Value, false, lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseTextByLine finds the first bad line and returns its error.
+func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows) error {
+	line := 0
+	for len(body) > 0 {
+		line++
+		n := strings.IndexByte(body, '\n')
+		s := body
+		if n >= 0 {
+			s, body = body[:n], body[n+1:]
+		} else {
+			body = ""
+		}
+		var perr string
+		rs.UnmarshalWithErrLogger(s, func(msg string) { perr = msg })
+		if perr != "" {
+			return fmt.Errorf("line %d: %s", line, trimVMPrefix(perr))
+		}
+		if err := b.addTextRows(rs.Rows, lim); err != nil {
+			return fmt.Errorf("line %d: %s: %w", line, abbreviate(strings.TrimSpace(s)), err)
+		}
+	}
+	return nil
+}
+
+// trimVMPrefix shortens VictoriaMetrics' "cannot unmarshal Prometheus line
+// "…": reason" to "…: reason" with a bounded quote of the line.
+func trimVMPrefix(msg string) string {
+	const p = "cannot unmarshal Prometheus line "
+	msg = strings.TrimPrefix(msg, p)
+	if i := strings.Index(msg, "\": "); i >= 0 && len(msg) > 0 && msg[0] == '"' {
+		return abbreviate(msg[1:i]) + ": " + msg[i+3:]
+	}
+	return msg
+}
+
+// abbreviate quotes s, cutting long lines so an error never echoes megabytes.
+func abbreviate(s string) string {
+	const max = 120
+	if len(s) > max {
+		return fmt.Sprintf("%q…", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
+}
