@@ -1,0 +1,185 @@
+package storage
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/prompb"
+)
+
+func remoteWriteBody(t *testing.T, wr *prompb.WriteRequest) []byte {
+	t.Helper()
+	pb, err := wr.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snappy.Encode(nil, pb)
+}
+
+func post(t *testing.T, path, ctype, encoding string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, testURL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if encoding != "" {
+		req.Header.Set("Content-Encoding", encoding)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, readAll(resp)
+}
+
+// storedState is the set of series and their sample sums for the metrics
+// this test writes, used to prove that rejected requests change nothing.
+func storedState(t *testing.T, at time.Time) string {
+	t.Helper()
+	ss, err := testStore.QueryRange(context.Background(), `sum_over_time({__name__=~"bad_.*|good_.*"}[1h])`, at, at, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, s := range ss {
+		parts = append(parts, fmt.Sprintf("%s%v=%v", s.Name, s.Labels, s.Values))
+	}
+	return strings.Join(parts, ";")
+}
+
+func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
+	now := time.Now().Truncate(time.Second).Add(-2 * time.Minute)
+	ms := now.UnixMilli()
+	good := fmt.Sprintf("good_metric{a=\"1\"} 42 %d\n", ms)
+	if code, body := post(t, PathImportPrometheus, "text/plain", "", []byte(good)); code != http.StatusNoContent {
+		t.Fatalf("good import: got %d %s", code, body)
+	}
+	waitFor(t, "good sample", func() (bool, error) {
+		s := storedState(t, now.Add(time.Minute))
+		return s != "", fmt.Errorf("state %q", s)
+	})
+	before := storedState(t, now.Add(time.Minute))
+
+	long := strings.Repeat("x", 5000)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(good))
+	zw.Close()
+	rw := func(ls []prompb.Label, v float64) []byte {
+		return remoteWriteBody(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: ls, Samples: []prompb.Sample{{Value: v, Timestamp: ms}}}}})
+	}
+	validRW := rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}}, 1)
+	manyLabels := "bad_many{"
+	for i := 0; i < 41; i++ {
+		manyLabels += fmt.Sprintf("l%d=\"v\",", i)
+	}
+	manyLabels += "} 1\n"
+
+	cases := []struct {
+		name     string
+		path     string
+		ctype    string
+		encoding string
+		body     []byte
+		code     int
+		want     string // substring of the error message
+	}{
+		{"metric name starts with digit", PathImportPrometheus, "text/plain", "", []byte("good_ok 1\n1bad_name 1\n"), 400, "line 2"},
+		{"metric name with dash", PathImportPrometheus, "text/plain", "", []byte("bad-name 1\n"), 400, "invalid metric name \"bad-name\""},
+		{"value not a float", PathImportPrometheus, "text/plain", "", []byte("bad_value abc\n"), 400, "cannot parse value"},
+		{"value with two dots", PathImportPrometheus, "text/plain", "", []byte("bad_value 1.2.3\n"), 400, "line 1"},
+		{"NaN value", PathImportPrometheus, "text/plain", "", []byte("bad_nan NaN\n"), 400, "NaN"},
+		{"Inf timestamp", PathImportPrometheus, "text/plain", "", []byte("bad_ts 1 Inf\n"), 400, "timestamp"},
+		{"timestamp before retention", PathImportPrometheus, "text/plain", "", []byte("bad_ts 1 631152000000\n"), 400, "older than the retention"},
+		{"timestamp far in the future", PathImportPrometheus, "text/plain", "", []byte(fmt.Sprintf("bad_ts 1 %d\n", time.Now().Add(30*24*time.Hour).UnixMilli())), 400, "future"},
+		{"duplicate labels", PathImportPrometheus, "text/plain", "", []byte(`bad_dup{a="1",a="2"} 1` + "\n"), 400, "duplicate label \"a\""},
+		{"huge label value", PathImportPrometheus, "text/plain", "", []byte(`bad_long{a="` + long + `"} 1` + "\n"), 400, "5000 bytes long"},
+		{"bad label name", PathImportPrometheus, "text/plain", "", []byte(`bad_lname{1a="x"} 1` + "\n"), 400, "invalid label name"},
+		{"unterminated label value", PathImportPrometheus, "text/plain", "", []byte(`bad_unterm{a="x} 1` + "\n"), 400, "line 1"},
+		{"missing value", PathImportPrometheus, "text/plain", "", []byte(`bad_noval{a="x"}` + "\n"), 400, "line 1"},
+		{"too many labels", PathImportPrometheus, "text/plain", "", []byte(manyLabels), 400, "too many labels"},
+		{"__name__ as a label", PathImportPrometheus, "text/plain", "", []byte(`bad_n{__name__="x"} 1` + "\n"), 400, "__name__"},
+		{"invalid UTF-8 label value", PathImportPrometheus, "text/plain", "", []byte("bad_utf{a=\"\xff\xfe\"} 1\n"), 400, "UTF-8"},
+		{"empty body", PathImportPrometheus, "text/plain", "", nil, 400, "empty"},
+		{"protobuf to text endpoint", PathImportPrometheus, "application/x-protobuf", "", validRW, 415, "content type"},
+		{"bad gzip", PathImportPrometheus, "text/plain", "gzip", []byte("not gzip"), 400, "gzip"},
+		{"body over the limit", PathImportPrometheus, "text/plain", "", bytes.Repeat([]byte("bad_big 1\n"), 200000), 413, "limit"},
+		{"gzip bomb over the limit", PathImportPrometheus, "text/plain", "gzip", gzipOf(bytes.Repeat([]byte("bad_big 1\n"), 200000)), 413, "limit"},
+		{"text to remote write", PathRemoteWrite, "text/plain", "", []byte(good), 415, "application/x-protobuf"},
+		{"truncated snappy", PathRemoteWrite, "application/x-protobuf", "", validRW[:len(validRW)/2], 400, "snappy"},
+		{"snappy of garbage protobuf", PathRemoteWrite, "application/x-protobuf", "", snappy.Encode(nil, []byte{0xff, 0xff, 0xff, 0x01}), 400, "protobuf"},
+		{"remote write without __name__", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "a", Value: "b"}}, 1), 400, "no __name__"},
+		{"remote write NaN", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}}, math.NaN()), 400, "NaN"},
+		{"remote write duplicate label", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, 1), 400, "duplicate label"},
+		{"remote write bad metric name", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad rw"}}, 1), 400, "invalid metric name"},
+		{"gzip remote write", PathRemoteWrite, "application/x-protobuf", "gzip", validRW, 400, "snappy-compressed"},
+		{"good lines then a bad one", PathImportPrometheus, "text/plain", "", []byte(fmt.Sprintf("bad_partial 1 %d\nbad_partial{x=\"y\"} 2 %d\nbad_partial 1 2 3 4\n", ms, ms)), 400, "line 3"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := post(t, c.path, c.ctype, c.encoding, c.body)
+			if code != c.code {
+				t.Fatalf("got HTTP %d %s; want %d", code, body, c.code)
+			}
+			var e struct{ Status, ErrorType, Error string }
+			if err := json.Unmarshal([]byte(body), &e); err != nil {
+				t.Fatalf("error body %q is not JSON: %v", body, err)
+			}
+			if e.Status != "error" || e.ErrorType == "" || !strings.Contains(e.Error, c.want) {
+				t.Errorf("got %+v; want status error and a message containing %q", e, c.want)
+			}
+		})
+	}
+	// Nothing from the rejected requests may have landed, and the good sample
+	// must still be there. Flush so any stray row would be visible.
+	testStore.Flush()
+	time.Sleep(2500 * time.Millisecond)
+	testStore.Flush()
+	if after := storedState(t, now.Add(time.Minute)); after != before {
+		t.Errorf("stored data changed: got %q; want %q", after, before)
+	}
+}
+
+func gzipOf(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+func TestRemoteWriteLandsAndIsQueryable(t *testing.T) {
+	at := time.Now().Truncate(time.Second).Add(-3 * time.Minute)
+	var tss []prompb.TimeSeries
+	for i := 0; i < 5; i++ {
+		ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "rw_gpu_util_ratio"}, {Name: "gpu", Value: fmt.Sprint(i)}}}
+		for k := 0; k < 6; k++ {
+			ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: at.Add(time.Duration(k) * 10 * time.Second).UnixMilli(), Value: float64(i) / 10})
+		}
+		tss = append(tss, ts)
+	}
+	code, body := post(t, PathRemoteWrite, "application/x-protobuf", "", remoteWriteBody(t, &prompb.WriteRequest{Timeseries: tss}))
+	if code != http.StatusNoContent {
+		t.Fatalf("remote write: got %d %s; want 204", code, body)
+	}
+	waitFor(t, "remote-written series", func() (bool, error) {
+		ss, err := testStore.Query(context.Background(), `sum(rw_gpu_util_ratio)`, at.Add(50*time.Second))
+		if err != nil || len(ss) != 1 {
+			return false, fmt.Errorf("got %v, %v", ss, err)
+		}
+		return math.Abs(ss[0].Values[0]-1.0) < 1e-9, fmt.Errorf("sum %v", ss[0].Values)
+	})
+}
