@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Parse test flags before OpenEmbedded would parse an empty command line.
+	flag.Parse()
 	dir, err := os.MkdirTemp("", "ballast-storage-test-")
 	if err != nil {
 		panic(err)
