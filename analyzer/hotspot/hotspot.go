@@ -1,0 +1,511 @@
+// Package hotspot finds data servers, devices, switch ports and stripes whose
+// load exceeds their fair share. Fair share is robust: the median of the
+// subject's peers (same kind, same peer group) with the median absolute
+// deviation as the spread, so one hot subject cannot hide itself by raising
+// the mean. A subject must stay above the entering thresholds for EnterAfter
+// before a finding opens, and below the looser exit thresholds for ExitAfter
+// before it closes, so findings do not flap. Per-stripe heat comes from
+// LAYOUTSTATS deltas through a Space-Saving sketch, so memory is bounded
+// whatever the number of stripes; a device or DS finding names the stripes
+// that make it hot and their share of its heat.
+package hotspot
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/ballast-io/ballast/analyzer/heavyhitter"
+	"github.com/ballast-io/ballast/analyzer/internal/episode"
+	"github.com/ballast-io/ballast/analyzer/internal/robust"
+	"github.com/ballast-io/ballast/models"
+)
+
+// Kind is the finding kind this analyzer emits.
+const Kind = "hotspot"
+
+// Metric indexes the load measures a subject is compared on.
+type Metric int
+
+// The load measures, in evidence order.
+const (
+	IOPS Metric = iota
+	BytesPerSec
+	Utilization
+	Latency
+	numMetrics
+)
+
+var metricNames = [numMetrics]string{"iops", "bytes_per_second", "utilization", "latency_seconds"}
+var metricUnits = [numMetrics]string{"1/s", "B/s", "ratio", "s"}
+
+// String names the metric as it appears in evidence.
+func (m Metric) String() string { return metricNames[m] }
+
+// Load is one subject's load at one tick. A negative or NaN measure is
+// unknown and skipped. Subjects are compared with the others of the same
+// Subject.Kind and Group (e.g. the device model or pool; "" = all of the kind).
+type Load struct {
+	Subject models.Subject
+	Group   string
+	Values  [numMetrics]float64
+}
+
+// NewLoad returns a Load with every measure unknown, to be filled by index.
+func NewLoad(s models.Subject, group string) Load {
+	l := Load{Subject: s, Group: group}
+	for i := range l.Values {
+		l.Values[i] = math.NaN()
+	}
+	return l
+}
+
+// Input is everything the detector sees at one tick.
+type Input struct {
+	// Loads are the per-subject loads of DS nodes, devices and ports.
+	Loads []Load
+	// Stripes are the LAYOUTSTATS deltas that arrived since the last tick.
+	Stripes []models.StripeDelta
+}
+
+// Options tune the detector. Every zero value means the default in brackets.
+type Options struct {
+	EnterScore float64 // robust z-score to open a finding [4]
+	ExitScore  float64 // robust z-score below which a finding may close [2]
+	EnterRatio float64 // load / peer median to open a finding [1.5]
+	ExitRatio  float64 // load / peer median below which a finding may close [1.2]
+	// MADFloor floors the MAD at this fraction of the median, so an even
+	// cluster's tiny spread does not turn noise into high scores [0.1].
+	MADFloor   float64
+	EnterAfter time.Duration // how long the condition must hold [20s]; negative = at once
+	ExitAfter  time.Duration // how long it must be gone to close [60s]; negative = at once
+	MinPeers   int           // peers needed for a fair share [5]
+	// Floors are absolute minimums below which a measure never counts as
+	// hot, so an idle cluster's 3 IOPS against 1 is not a hotspot
+	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency].
+	Floors        [numMetrics]float64
+	CriticalRatio float64 // load / median at which severity is critical [3]
+
+	SketchSize       int           // Space-Saving counters for stripe heat [4096]
+	HeatHalfLife     time.Duration // half-life of stripe heat [2m]
+	StripeCandidates int           // hottest stripes checked against the fair share each tick [64]
+	NamedStripes     int           // stripes named in a device or DS finding [5]
+	MinStripeShare   float64       // smallest share of a device's heat for a stripe to be named [0.02]
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.EnterScore, 4)
+	def(&o.ExitScore, 2)
+	def(&o.EnterRatio, 1.5)
+	def(&o.ExitRatio, 1.2)
+	def(&o.MADFloor, 0.1)
+	def(&o.CriticalRatio, 3)
+	def(&o.MinStripeShare, 0.02)
+	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002} {
+		def(&o.Floors[i], d)
+	}
+	dur := func(v *time.Duration, d time.Duration) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	dur(&o.EnterAfter, 20*time.Second)
+	dur(&o.ExitAfter, 60*time.Second)
+	dur(&o.HeatHalfLife, 2*time.Minute)
+	defInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defInt(&o.MinPeers, 5)
+	defInt(&o.SketchSize, 4096)
+	defInt(&o.StripeCandidates, 64)
+	defInt(&o.NamedStripes, 5)
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.ExitScore > o.EnterScore:
+		return fmt.Errorf("invalid hotspot options: ExitScore %v is above EnterScore %v", o.ExitScore, o.EnterScore)
+	case o.ExitRatio > o.EnterRatio:
+		return fmt.Errorf("invalid hotspot options: ExitRatio %v is above EnterRatio %v", o.ExitRatio, o.EnterRatio)
+	case o.EnterRatio < 1:
+		return fmt.Errorf("invalid hotspot options: EnterRatio %v is below 1", o.EnterRatio)
+	case o.MinPeers < 2:
+		return fmt.Errorf("invalid hotspot options: MinPeers %d is below 2", o.MinPeers)
+	case o.SketchSize < 1 || o.StripeCandidates < 0 || o.NamedStripes < 0:
+		return fmt.Errorf("invalid hotspot options: SketchSize %d, StripeCandidates %d, NamedStripes %d must be positive", o.SketchSize, o.StripeCandidates, o.NamedStripes)
+	}
+	return nil
+}
+
+// stripeLabel remembers where a monitored stripe lives.
+type stripeLabel struct {
+	stripe, device, ds string
+}
+
+// last is what the detector remembers of a subject's most recent hot tick.
+type last struct {
+	subject  models.Subject
+	metric   Metric
+	value    float64
+	median   float64
+	mad      float64
+	score    float64
+	ratio    float64
+	evidence []models.Evidence
+}
+
+// Detector carries the hotspot state between ticks. Create it with New and
+// drive it with Observe(now, in) then Findings(now), with now increasing.
+type Detector struct {
+	opts    Options
+	tracker *episode.Tracker
+	info    map[string]*last // by episode key (subject string)
+	closed  []models.Finding // ended since the last Findings call
+
+	sketch   *heavyhitter.Sketch
+	labels   map[uint64]stripeLabel
+	heat     map[string]float64 // decayed bytes per device and DS id
+	tickRate map[string]float64 // per-stripe bytes/s in the current tick
+	lastTick time.Time
+
+	// Scratch reused across ticks.
+	groups   map[groupKey][]int
+	vals     []float64
+	top      []heavyhitter.Entry // sketch entries sorted, valid for this tick
+	topValid bool
+}
+
+type groupKey struct {
+	kind  models.SubjectKind
+	group string
+}
+
+// New returns a detector with opts (zero values take the defaults).
+func New(opts Options) (*Detector, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	sk, err := heavyhitter.New(o.SketchSize)
+	if err != nil {
+		return nil, err
+	}
+	return &Detector{
+		opts:     o,
+		tracker:  episode.New(o.EnterAfter, o.ExitAfter),
+		info:     map[string]*last{},
+		sketch:   sk,
+		labels:   map[uint64]stripeLabel{},
+		heat:     map[string]float64{},
+		tickRate: map[string]float64{},
+		groups:   map[groupKey][]int{},
+	}, nil
+}
+
+// StripeID is the stripe subject id of a delta: the pNFS device and the data
+// file handle, the same whichever client reported it.
+func StripeID(d *models.StripeDelta) string { return d.DeviceID + "/" + d.FileHandle }
+
+// stripeBytes is the bytes a delta moved, preferring the completed counts.
+func stripeBytes(d *models.StripeDelta) float64 {
+	b := d.Read.BytesCompleted + d.Write.BytesCompleted
+	if b == 0 {
+		b = d.Read.Bytes + d.Write.Bytes
+	}
+	return float64(b)
+}
+
+// Observe feeds one tick. now must not go backwards.
+func (d *Detector) Observe(now time.Time, in Input) error {
+	if !d.lastTick.IsZero() && now.Before(d.lastTick) {
+		return fmt.Errorf("cannot observe hotspot tick at %s: before the previous tick %s", now.Format(time.RFC3339Nano), d.lastTick.Format(time.RFC3339Nano))
+	}
+	d.observeStripes(now, in.Stripes)
+	d.observeLoads(now, in.Loads)
+	d.observeStripeCandidates(now)
+	for _, e := range d.tracker.Finish(now) {
+		if inf := d.info[e.Key]; inf != nil {
+			f := d.finding(&e, inf)
+			d.closed = append(d.closed, f)
+			delete(d.info, e.Key)
+		}
+	}
+	d.lastTick = now
+	return nil
+}
+
+func (d *Detector) observeStripes(now time.Time, deltas []models.StripeDelta) {
+	if !d.lastTick.IsZero() {
+		f := math.Exp2(-now.Sub(d.lastTick).Seconds() / d.opts.HeatHalfLife.Seconds())
+		d.sketch.Decay(f)
+		for k, v := range d.heat {
+			if v *= f; v < 1 {
+				delete(d.heat, k)
+			} else {
+				d.heat[k] = v
+			}
+		}
+	}
+	clear(d.tickRate)
+	d.topValid = false
+	for i := range deltas {
+		sd := &deltas[i]
+		b := stripeBytes(sd)
+		if b <= 0 {
+			continue
+		}
+		id := StripeID(sd)
+		key := xxhash.Sum64String(id)
+		d.sketch.Add(key, b)
+		if _, ok := d.labels[key]; !ok {
+			d.labels[key] = stripeLabel{stripe: id, device: sd.DeviceID, ds: sd.DS}
+		}
+		d.heat["device:"+sd.DeviceID] += b
+		d.heat["ds:"+sd.DS] += b
+		if sec := sd.Duration.Seconds(); sec > 0 {
+			d.tickRate[id] += b / sec
+		}
+	}
+	// Keep labels only for monitored keys: memory stays O(sketch size).
+	if len(d.labels) > 2*d.sketch.Capacity() {
+		for k := range d.labels {
+			if _, ok := d.sketch.Get(k); !ok {
+				delete(d.labels, k)
+			}
+		}
+	}
+}
+
+// observeLoads scores every load against its peer group and steps episodes.
+func (d *Detector) observeLoads(now time.Time, loads []Load) {
+	for k, v := range d.groups {
+		d.groups[k] = v[:0]
+	}
+	for i := range loads {
+		k := groupKey{loads[i].Subject.Kind, loads[i].Group}
+		d.groups[k] = append(d.groups[k], i)
+	}
+	keys := make([]groupKey, 0, len(d.groups))
+	for k, v := range d.groups {
+		if len(v) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].kind != keys[j].kind {
+			return keys[i].kind < keys[j].kind
+		}
+		return keys[i].group < keys[j].group
+	})
+	for _, gk := range keys {
+		idx := d.groups[gk]
+		var med, mad [numMetrics]float64
+		var ok [numMetrics]bool
+		for m := range numMetrics {
+			d.vals = d.vals[:0]
+			for _, i := range idx {
+				if v := loads[i].Values[m]; v >= 0 {
+					d.vals = append(d.vals, v)
+				}
+			}
+			if len(d.vals) >= d.opts.MinPeers {
+				med[m], mad[m] = robust.MedianMAD(d.vals)
+				ok[m] = true
+			}
+		}
+		for _, i := range idx {
+			l := &loads[i]
+			var best last
+			enter, stay := false, false
+			for m := range numMetrics {
+				v := l.Values[m]
+				if !ok[m] || !(v >= d.opts.Floors[m]) {
+					continue
+				}
+				e, s, z, r := d.judge(v, med[m], mad[m])
+				if (e || s) && (z > best.score || !(enter || stay)) {
+					best = last{subject: l.Subject, metric: m, value: v, median: med[m], mad: mad[m], score: z, ratio: r}
+				}
+				enter, stay = enter || e, stay || s
+			}
+			if !enter && !stay {
+				continue
+			}
+			key := l.Subject.String()
+			if ep := d.tracker.Step(now, key, enter, stay); ep != nil {
+				d.remember(key, best, l)
+			}
+		}
+	}
+}
+
+// judge says whether value v enters or stays hot against a median and MAD,
+// with its robust score and ratio to the median.
+func (d *Detector) judge(v, med, mad float64) (enter, stay bool, z, ratio float64) {
+	z = robust.Score(v, med, mad, d.opts.MADFloor)
+	ratio = math.Inf(1)
+	if med > 0 {
+		ratio = v / med
+	}
+	enter = z >= d.opts.EnterScore && ratio >= d.opts.EnterRatio
+	stay = z >= d.opts.ExitScore && ratio >= d.opts.ExitRatio
+	return
+}
+
+func (d *Detector) remember(key string, best last, l *Load) {
+	ev := []models.Evidence{}
+	for m := range numMetrics {
+		if v := l.Values[m]; v >= 0 {
+			ev = append(ev, models.Evidence{Name: metricNames[m], Value: v, Unit: metricUnits[m]})
+		}
+	}
+	best.evidence = append(ev, d.contributors(l.Subject)...)
+	d.info[key] = &best
+}
+
+// observeStripeCandidates scores the hottest stripes of the sketch against
+// the median per-stripe rate of this tick.
+func (d *Detector) observeStripeCandidates(now time.Time) {
+	if len(d.tickRate) < d.opts.MinPeers {
+		return
+	}
+	d.vals = d.vals[:0]
+	for _, r := range d.tickRate {
+		d.vals = append(d.vals, r)
+	}
+	med, mad := robust.MedianMAD(d.vals)
+	for _, e := range d.sketch.Top(nil, d.opts.StripeCandidates) {
+		lb, ok := d.labels[e.Key]
+		if !ok {
+			continue
+		}
+		r := d.tickRate[lb.stripe]
+		if !(r >= d.opts.Floors[BytesPerSec]) {
+			continue
+		}
+		enter, stay, z, ratio := d.judge(r, med, mad)
+		if !enter && !stay {
+			continue
+		}
+		s := models.Subject{Kind: models.SubjectStripe, ID: lb.stripe}
+		key := s.String()
+		if ep := d.tracker.Step(now, key, enter, stay); ep != nil {
+			share := 0.0
+			if h := d.heat["device:"+lb.device]; h > 0 {
+				share = e.Count / h
+			}
+			d.info[key] = &last{subject: s, metric: BytesPerSec, value: r, median: med, mad: mad, score: z, ratio: ratio,
+				evidence: []models.Evidence{
+					{Name: "bytes_per_second", Value: r, Unit: "B/s"},
+					{Name: "heat_bytes", Value: e.Count, Unit: "B", Note: fmt.Sprintf("decayed, half-life %s; overestimate ≤ %.0f", d.opts.HeatHalfLife, e.Err)},
+					{Name: "device_share", Value: share, Unit: "ratio", Note: "device " + lb.device + ", ds " + lb.ds},
+				}}
+		}
+	}
+}
+
+// contributors names the hottest stripes of a device or DS and their share,
+// as of this tick (so a closed finding keeps the shares of its last hot tick).
+func (d *Detector) contributors(s models.Subject) []models.Evidence {
+	var match func(stripeLabel) bool
+	switch s.Kind {
+	case models.SubjectDevice:
+		match = func(l stripeLabel) bool { return l.device == s.ID }
+	case models.SubjectDS:
+		match = func(l stripeLabel) bool { return l.ds == s.ID }
+	default:
+		return nil
+	}
+	total := d.heat[string(s.Kind)+":"+s.ID]
+	if total <= 0 {
+		return nil
+	}
+	var out []models.Evidence
+	if !d.topValid {
+		d.top = d.sketch.Top(d.top[:0], -1)
+		d.topValid = true
+	}
+	for _, e := range d.top {
+		lb, ok := d.labels[e.Key]
+		if !ok || !match(lb) {
+			continue
+		}
+		share := e.Count / total
+		if share < d.opts.MinStripeShare {
+			break // sorted by count: the rest are smaller
+		}
+		out = append(out, models.Evidence{Name: "stripe_share", Value: math.Min(share, 1), Unit: "ratio",
+			Series: lb.stripe, Note: fmt.Sprintf("stripe %s carries %.0f%% of the %s's recent bytes", lb.stripe, 100*math.Min(share, 1), s.Kind)})
+		if len(out) == d.opts.NamedStripes {
+			break
+		}
+	}
+	return out
+}
+
+func (d *Detector) finding(e *episode.Episode, inf *last) models.Finding {
+	sev := models.SeverityWarning
+	if inf.ratio >= d.opts.CriticalRatio {
+		sev = models.SeverityCritical
+	}
+	ev := append([]models.Evidence{
+		{Name: "hot_metric_" + metricNames[inf.metric], Value: inf.value, Unit: metricUnits[inf.metric]},
+		{Name: "peer_median", Value: inf.median, Unit: metricUnits[inf.metric]},
+		{Name: "peer_mad", Value: inf.mad, Unit: metricUnits[inf.metric]},
+		{Name: "ratio_to_median", Value: round(math.Min(inf.ratio, 1e9)), Note: "capped at 1e9 when the median is 0"},
+		{Name: "robust_z", Value: round(inf.score)},
+	}, inf.evidence...)
+	ratio := "∞"
+	if !math.IsInf(inf.ratio, 1) {
+		ratio = fmt.Sprintf("%.1f×", inf.ratio)
+	}
+	f := models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", Kind, inf.subject, e.Onset.UnixMilli()),
+		Kind:     Kind,
+		Subject:  inf.subject,
+		Severity: sev,
+		Score:    round(inf.score),
+		Start:    e.Onset,
+		LastSeen: e.LastTrue,
+		End:      e.End,
+		Summary:  fmt.Sprintf("%s %s is hot: %s %.4g is %s its peers' median %.4g", inf.subject.Kind, inf.subject.ID, metricNames[inf.metric], inf.value, ratio, inf.median),
+		Evidence: ev,
+	}
+	return f
+}
+
+// round keeps evidence readable and golden files stable across platforms.
+func round(x float64) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	return math.Round(x*1000) / 1000
+}
+
+// Findings returns the active hotspot findings and those that ended since the
+// previous call, sorted by id.
+func (d *Detector) Findings(now time.Time) []models.Finding {
+	out := d.closed
+	d.closed = nil
+	for _, e := range d.tracker.Active() {
+		if inf := d.info[e.Key]; inf != nil {
+			out = append(out, d.finding(e, inf))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,204 @@
+package hotspot
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/golden"
+	"github.com/ballast-io/ballast/models"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// scenario is a scripted cluster: 4 DS × 5 devices, 8 ports, 20 stripes per
+// device, ticks every 10 s. Hooks change one tick's loads.
+type scenario struct {
+	ticks int
+	hook  func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta
+}
+
+func devID(ds, dev int) string { return fmt.Sprintf("ds%02d/nvme%d", ds, dev) }
+
+func (sc scenario) run(t *testing.T, d *Detector) map[string]models.Finding {
+	t.Helper()
+	r := rand.New(rand.NewPCG(11, 12))
+	noise := func() float64 { return 0.9 + 0.2*r.Float64() }
+	seen := map[string]models.Finding{}
+	for tick := range sc.ticks {
+		now := t0.Add(time.Duration(tick) * 10 * time.Second)
+		var loads []Load
+		var stripes []models.StripeDelta
+		for ds := range 4 {
+			dsl := NewLoad(models.Subject{Kind: models.SubjectDS, ID: fmt.Sprintf("ds%02d", ds)}, "")
+			dsl.Values[IOPS] = 0
+			dsl.Values[BytesPerSec] = 0
+			for dev := range 5 {
+				l := NewLoad(models.Subject{Kind: models.SubjectDevice, ID: devID(ds, dev)}, "nvme")
+				l.Values[IOPS] = 2000 * noise()
+				l.Values[BytesPerSec] = 200e6 * noise()
+				l.Values[Utilization] = 0.4 * noise()
+				l.Values[Latency] = 0.0005 * noise()
+				loads = append(loads, l)
+				dsl.Values[IOPS] += l.Values[IOPS]
+				dsl.Values[BytesPerSec] += l.Values[BytesPerSec]
+				for s := range 20 {
+					stripes = append(stripes, models.StripeDelta{
+						StripeKey: models.StripeKey{Client: "gpu01", DeviceID: devID(ds, dev), FileHandle: fmt.Sprintf("fh%02d", s)},
+						DS:        fmt.Sprintf("ds%02d", ds), End: now, Duration: 10 * time.Second,
+						Read: models.StripeIO{BytesCompleted: uint64(1e8 * noise())},
+					})
+				}
+			}
+			loads = append(loads, dsl)
+		}
+		for p := range 8 {
+			l := NewLoad(models.Subject{Kind: models.SubjectPort, ID: fmt.Sprintf("sw1/p%d", p)}, "")
+			l.Values[BytesPerSec] = 1e9 * noise()
+			l.Values[Utilization] = 0.4 * noise()
+			loads = append(loads, l)
+		}
+		if sc.hook != nil {
+			stripes = sc.hook(tick, loads, stripes)
+		}
+		if err := d.Observe(now, Input{Loads: loads, Stripes: stripes}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range d.Findings(now) {
+			if err := f.Validate(); err != nil {
+				t.Fatalf("tick %d: invalid finding: %v", tick, err)
+			}
+			seen[f.ID] = f
+		}
+	}
+	return seen
+}
+
+func findLoad(loads []Load, id string) *Load {
+	for i := range loads {
+		if loads[i].Subject.ID == id {
+			return &loads[i]
+		}
+	}
+	panic("no load " + id)
+}
+
+func sorted(m map[string]models.Finding) []models.Finding {
+	out := make([]models.Finding, 0, len(m))
+	for _, f := range m {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// TestHotDeviceAndStripe: ds01/nvme3 runs at 3× from tick 12 to 30 because
+// stripe fh07 on it takes 20× its share; a one-tick spike on ds02/nvme1 at
+// tick 40 and a 1.3× device (above the mean, inside the band) must not fire.
+func TestHotDeviceAndStripe(t *testing.T) {
+	d, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := devID(1, 3)
+	sc := scenario{ticks: 60, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
+		findLoad(loads, devID(3, 0)).Values[IOPS] *= 1.3
+		if tick >= 12 && tick <= 30 {
+			l := findLoad(loads, hot)
+			l.Values[IOPS] *= 3
+			l.Values[BytesPerSec] *= 3
+			l.Values[Utilization] = 0.95
+			for i := range stripes {
+				if stripes[i].DeviceID == hot && stripes[i].FileHandle == "fh07" {
+					stripes[i].Read.BytesCompleted *= 20
+				}
+			}
+		}
+		if tick == 40 {
+			findLoad(loads, devID(2, 1)).Values[IOPS] *= 5
+		}
+		return stripes
+	}}
+	got := sc.run(t, d)
+	golden.Check(t, "hot_device_and_stripe.json", sorted(got))
+
+	var devF, stripeF []models.Finding
+	for _, f := range got {
+		switch f.Subject {
+		case models.Subject{Kind: models.SubjectDevice, ID: hot}:
+			devF = append(devF, f)
+		case models.Subject{Kind: models.SubjectStripe, ID: hot + "/fh07"}:
+			stripeF = append(stripeF, f)
+		default:
+			t.Errorf("unexpected finding %s: %s", f.ID, f.Summary)
+		}
+	}
+	if len(devF) != 1 {
+		t.Fatalf("got %d findings for the hot device; want exactly 1 (no flapping)", len(devF))
+	}
+	f := devF[0]
+	if want := t0.Add(120 * time.Second); !f.Start.Equal(want) {
+		t.Errorf("device finding starts %s; want the onset %s", f.Start, want)
+	}
+	if f.Active() || f.End.Before(t0.Add(300*time.Second)) {
+		t.Errorf("device finding end %s; want it closed after the load fell at 300 s", f.End)
+	}
+	named := false
+	for _, e := range f.Evidence {
+		if e.Name == "stripe_share" && e.Series == hot+"/fh07" && e.Value > 0.4 {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("device finding does not name stripe fh07 with its share: %+v", f.Evidence)
+	}
+	if len(stripeF) != 1 {
+		t.Errorf("got %d findings for the hot stripe; want 1", len(stripeF))
+	}
+}
+
+// TestNoFlapping: a device alternating between 1.6× and 1.3× its peers
+// (above enter, then between exit and enter) keeps one finding.
+func TestNoFlapping(t *testing.T) {
+	d, _ := New(Options{})
+	sc := scenario{ticks: 40, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
+		l := findLoad(loads, devID(0, 0))
+		l.Values[IOPS] = 2000 * 2.0
+		if tick%2 == 1 && tick > 6 {
+			l.Values[IOPS] = 2000 * 1.4
+		}
+		return stripes
+	}}
+	got := sc.run(t, d)
+	if len(got) != 1 {
+		var ids []string
+		for id := range got {
+			ids = append(ids, id)
+		}
+		t.Fatalf("got findings %s; want exactly one", strings.Join(ids, ", "))
+	}
+	for _, f := range got {
+		if !f.Active() {
+			t.Errorf("finding %s ended while the device stayed above the exit band", f.ID)
+		}
+	}
+}
+
+func TestObserveRejectsTimeGoingBack(t *testing.T) {
+	d, _ := New(Options{})
+	if err := d.Observe(t0, Input{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Observe(t0.Add(-time.Second), Input{}); err == nil {
+		t.Fatal("Observe with an earlier time: got nil error; want one")
+	}
+}
+
+func TestOptionsValidated(t *testing.T) {
+	if _, err := New(Options{EnterScore: 2, ExitScore: 3}); err == nil {
+		t.Fatal("New with ExitScore above EnterScore: got nil error; want one")
+	}
+}
