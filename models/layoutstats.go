@@ -347,8 +347,10 @@ type StripeKey struct {
 	FileHandle string `json:"fhandle"`  // nfs_fh4, hex
 }
 
-// String renders the key as one stable string, usable as a subject id.
-func (k StripeKey) String() string {
+// ID renders the key as one stable string, usable as a subject id. (It is
+// not String, so that printing a StripeDelta, which embeds the key, shows
+// the whole delta.)
+func (k StripeKey) ID() string {
 	return k.Client + "/" + k.Stateid + "/" + k.DeviceID + "/" + k.DSNetID + ":" + k.DSAddr + "/" + k.FileHandle
 }
 
@@ -434,14 +436,14 @@ var LayoutStatsMetrics = []MetricDesc{
 	{MetricLayoutStatsDeviceBytes, MetricGauge, "bytes/second", "Completed bytes per second on the pNFS device, summed over recent stripe streams.", []string{"deviceid", "op"}, "layoutstats"},
 	{MetricLayoutStatsDeviceNotDelivered, MetricGauge, "bytes/second", "Requested bytes per second the device did not deliver (short or failed I/O).", []string{"deviceid", "op"}, "layoutstats"},
 	{MetricLayoutStatsDeviceLatency, MetricGauge, "seconds", "Mean completion time of the operations completed on the device: aggregate completion time / completed ops.", []string{"deviceid", "op"}, "layoutstats"},
-	{MetricLayoutStatsDeviceUtilization, MetricGauge, "ratio", "Busy time / duration over the device's recent stripe streams (0..1): the mean fraction of time a client had I/O outstanding.", []string{"deviceid", "op"}, "layoutstats"},
+	{MetricLayoutStatsDeviceUtilization, MetricGauge, "ratio", "Mean over the device's recent stripe streams of busy time / duration (0..1): the fraction of time a stream had I/O outstanding.", []string{"deviceid", "op"}, "layoutstats"},
 	{MetricLayoutStatsDeviceBusyStreams, MetricGauge, "", "Sum over recent stripe streams of busy time / duration: the mean number of streams with I/O outstanding at once.", []string{"deviceid", "op"}, "layoutstats"},
 	{MetricLayoutStatsDeviceStreams, MetricGauge, "", "Number of stripe streams (client, stateid, device, DS, file handle) that reported on the device recently.", []string{"deviceid"}, "layoutstats"},
 	{MetricLayoutStatsDSOps, MetricGauge, "ops/second", "Completed operations per second at the data server address.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSBytes, MetricGauge, "bytes/second", "Completed bytes per second at the data server address.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSNotDelivered, MetricGauge, "bytes/second", "Requested bytes per second the data server did not deliver.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSLatency, MetricGauge, "seconds", "Mean completion time of the operations completed at the data server.", []string{"ds", "op"}, "layoutstats"},
-	{MetricLayoutStatsDSUtilization, MetricGauge, "ratio", "Busy time / duration over the data server's recent stripe streams (0..1).", []string{"ds", "op"}, "layoutstats"},
+	{MetricLayoutStatsDSUtilization, MetricGauge, "ratio", "Mean over the data server's recent stripe streams of busy time / duration (0..1).", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSBusyStreams, MetricGauge, "", "Sum over recent stripe streams of busy time / duration at the data server.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSStreams, MetricGauge, "", "Number of stripe streams that reported on the data server recently.", []string{"ds"}, "layoutstats"},
 }

@@ -1,0 +1,348 @@
+package layoutstats
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Options tunes the ingest. The zero value of each field means its default.
+type Options struct {
+	// IdleTimeout is how long a stripe key's counters are kept after its
+	// last report; a key unseen for longer is forgotten, which bounds
+	// memory. Default 15m.
+	IdleTimeout time.Duration
+	// FirstSightMaxDuration decides what the first report of an unknown key
+	// means. With ffl_duration up to this long the counters are young and
+	// the report is a delta since they started; with a longer duration (the
+	// mds restarted, or the key was forgotten) it is only a baseline for the
+	// next report, so no I/O is counted twice. It must not exceed
+	// IdleTimeout. Default 5m.
+	FirstSightMaxDuration time.Duration
+	// StaleAfter is how long a key's latest interval keeps counting in the
+	// per-device and per-DS rates without a newer report. Default 3m.
+	StaleAfter time.Duration
+	// SweepInterval is how often (in the time passed to Ingest) stale
+	// intervals are dropped from the rates and idle keys are forgotten.
+	// Default 30s.
+	SweepInterval time.Duration
+	// MaxClockSkew is how far a batch's report_time may lie ahead of now.
+	// Default 5m.
+	MaxClockSkew time.Duration
+}
+
+// Default option values.
+const (
+	DefaultIdleTimeout           = 15 * time.Minute
+	DefaultFirstSightMaxDuration = 5 * time.Minute
+	DefaultStaleAfter            = 3 * time.Minute
+	DefaultSweepInterval         = 30 * time.Second
+	DefaultMaxClockSkew          = 5 * time.Minute
+)
+
+// withDefaults fills zero fields and checks the result.
+func (o Options) withDefaults() (Options, error) {
+	def := func(d *time.Duration, v time.Duration, name string) error {
+		if *d < 0 {
+			return fmt.Errorf("cannot use layoutstats option %s %q: must not be negative", name, d.String())
+		}
+		if *d == 0 {
+			*d = v
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		d    *time.Duration
+		v    time.Duration
+		name string
+	}{
+		{&o.IdleTimeout, DefaultIdleTimeout, "IdleTimeout"},
+		{&o.FirstSightMaxDuration, DefaultFirstSightMaxDuration, "FirstSightMaxDuration"},
+		{&o.StaleAfter, DefaultStaleAfter, "StaleAfter"},
+		{&o.SweepInterval, DefaultSweepInterval, "SweepInterval"},
+		{&o.MaxClockSkew, DefaultMaxClockSkew, "MaxClockSkew"},
+	} {
+		if err := def(f.d, f.v, f.name); err != nil {
+			return o, err
+		}
+	}
+	if o.FirstSightMaxDuration > o.IdleTimeout {
+		return o, fmt.Errorf("cannot use layoutstats option FirstSightMaxDuration %q: must not exceed IdleTimeout (%s), or a forgotten key's counters would be counted twice",
+			o.FirstSightMaxDuration.String(), o.IdleTimeout)
+	}
+	return o, nil
+}
+
+// stripeState is what the ingest remembers about one stripe key.
+type stripeState struct {
+	last     counterVec
+	dur      time.Duration
+	lastSeen time.Time // the now of the last report, for eviction
+	// The key's latest interval as it counts in the aggregates; zero
+	// (contribAt zero) when it does not count.
+	contrib   contribution
+	contribAt time.Time
+	device    *aggregate
+	ds        *aggregate
+	txn       uint64 // the transaction that last saved an undo copy
+}
+
+// Ingester differences cumulative LAYOUTSTATS counters per stripe key and
+// keeps the per-device and per-DS aggregates. It is not safe for concurrent
+// use; Service serialises access for the HTTP handler.
+type Ingester struct {
+	opts      Options
+	keys      map[models.StripeKey]*stripeState
+	devices   map[string]*aggregate
+	servers   map[string]*aggregate
+	lastSweep time.Time
+	// sweptBefore is lastSweep before the open transaction, for Rollback.
+	sweptBefore time.Time
+	txn         uint64
+	open        bool
+	// Scratch reused by every transaction.
+	undoKeys []keyUndo
+	undoAggs []aggUndo
+	touched  []*aggregate
+}
+
+// NewIngester returns an Ingester with opts (zero fields take defaults).
+func NewIngester(opts Options) (*Ingester, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Ingester{
+		opts:    o,
+		keys:    make(map[models.StripeKey]*stripeState),
+		devices: make(map[string]*aggregate),
+		servers: make(map[string]*aggregate),
+	}, nil
+}
+
+// Keys returns how many stripe keys the ingester remembers.
+func (in *Ingester) Keys() int { return len(in.keys) }
+
+// Result is what one accepted batch produced.
+type Result struct {
+	// Deltas has one entry per report that carried new information, in
+	// report order.
+	Deltas []models.StripeDelta
+	// Samples are the per-device and per-DS series of every aggregate the
+	// batch (or a sweep it triggered) changed, stamped with the batch's end
+	// time.
+	Samples []models.Sample
+	// Accepted counts the reports in the batch.
+	Accepted int
+	// Duplicates counts reports identical to the key's previous one.
+	Duplicates int
+	// Baselines counts first reports of keys whose counters were too old to
+	// count as a delta (see Options.FirstSightMaxDuration).
+	Baselines int
+	// Resets counts deltas whose counters had started over.
+	Resets int
+	// Evicted counts keys forgotten by a sweep in this call.
+	Evicted int
+}
+
+// Ingest validates the batch, differences it against the counters already
+// accepted and commits it. now is the ingest's notion of the current time
+// (wall clock for the HTTP handler, simulated time for the twin); it is
+// used for eviction and staleness, and as the interval end when the batch
+// has no report_time. Rates come only from the reports' durations. On error
+// nothing changes: a batch is all or nothing. The error is a
+// *models.FieldError for a malformed batch and a *ConflictError for one
+// that contradicts accepted counters.
+func (in *Ingester) Ingest(now time.Time, b *models.LayoutStatsBatch) (Result, error) {
+	tx, err := in.Begin(now, b)
+	if err != nil {
+		return Result{}, err
+	}
+	tx.Commit()
+	return tx.Result, nil
+}
+
+// Txn is a batch applied to the ingester but not yet final: Commit keeps
+// it, Rollback restores the state from before Begin. Exactly one of them
+// must be called before the next Begin.
+type Txn struct {
+	// Result is what the batch produced; it stays valid after Commit.
+	Result Result
+	in     *Ingester
+	done   bool
+}
+
+// Begin applies the batch as Ingest does but keeps the way back open, so
+// that a caller can hand Result to storage first and roll back if storage
+// refuses it: accepted data is then never lost and refused data changes
+// nothing.
+func (in *Ingester) Begin(now time.Time, b *models.LayoutStatsBatch) (*Txn, error) {
+	if in.open {
+		panic("layoutstats: Begin called while a transaction is open")
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	end := now
+	if !b.ReportTime.IsZero() {
+		if b.ReportTime.After(now.Add(in.opts.MaxClockSkew)) {
+			return nil, &models.FieldError{Path: "report_time", Reason: fmt.Sprintf("%s is more than %s ahead of now (%s)",
+				b.ReportTime.Format(time.RFC3339Nano), in.opts.MaxClockSkew, now.Format(time.RFC3339Nano))}
+		}
+		end = b.ReportTime
+	}
+	in.txn++
+	in.open = true
+	in.sweptBefore = in.lastSweep
+	in.undoKeys, in.undoAggs, in.touched = in.undoKeys[:0], in.undoAggs[:0], in.touched[:0]
+	tx := &Txn{in: in}
+	res := &tx.Result
+	res.Accepted = len(b.Reports)
+	for i := range b.Reports {
+		if err := in.apply(now, end, b.ClientID, i, &b.Reports[i], res); err != nil {
+			tx.Rollback()
+			return nil, err
+		}
+	}
+	if now.Sub(in.lastSweep) >= in.opts.SweepInterval {
+		res.Evicted = in.sweep(now)
+	}
+	res.Samples = in.samples(end, res.Samples)
+	return tx, nil
+}
+
+// Commit makes the transaction final.
+func (tx *Txn) Commit() {
+	if tx.done {
+		return
+	}
+	tx.done = true
+	tx.in.open = false
+	tx.in.clearTouched()
+}
+
+// Rollback undoes the transaction: every key and aggregate it changed gets
+// its previous value back, and keys it added are removed.
+func (tx *Txn) Rollback() {
+	if tx.done {
+		return
+	}
+	tx.done = true
+	in := tx.in
+	for i := len(in.undoKeys) - 1; i >= 0; i-- {
+		u := &in.undoKeys[i]
+		if u.existed {
+			in.keys[u.key] = u.prev
+		} else {
+			delete(in.keys, u.key)
+		}
+	}
+	for i := len(in.undoAggs) - 1; i >= 0; i-- {
+		u := &in.undoAggs[i]
+		switch {
+		case u.added:
+			delete(u.m, u.agg.label)
+		case u.restore:
+			u.m[u.agg.label] = u.agg
+			*u.agg = u.prev
+		default:
+			*u.agg = u.prev
+		}
+	}
+	in.lastSweep = in.sweptBefore
+	in.open = false
+	in.clearTouched()
+}
+
+// keyUndo restores one key: prev is a copy of its state before the
+// transaction, and existed says whether it was in the map at all.
+type keyUndo struct {
+	key     models.StripeKey
+	prev    *stripeState
+	existed bool
+}
+
+// saveKey records the state of key before this transaction first changes
+// it, and returns the state to change (a fresh copy, so that the saved one
+// stays intact).
+func (in *Ingester) saveKey(key models.StripeKey, st *stripeState) *stripeState {
+	if st == nil {
+		in.undoKeys = append(in.undoKeys, keyUndo{key: key})
+		st = &stripeState{txn: in.txn}
+		in.keys[key] = st
+		return st
+	}
+	if st.txn == in.txn {
+		return st
+	}
+	in.undoKeys = append(in.undoKeys, keyUndo{key: key, prev: st, existed: true})
+	cp := *st
+	cp.txn = in.txn
+	in.keys[key] = &cp
+	return &cp
+}
+
+// apply differences one validated report and updates its key and
+// aggregates.
+func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FFIOStats4, res *Result) error {
+	lu := &r.LayoutUpdate
+	key := models.StripeKey{
+		Client:     client,
+		Stateid:    lowerHex(r.Stateid.Other),
+		DeviceID:   lowerHex(r.DeviceID),
+		DSNetID:    lu.Addr.NetID,
+		DSAddr:     lu.Addr.Addr,
+		FileHandle: lowerHex(lu.FHandle),
+	}
+	cur := vecOf(r)
+	curDur := lu.Duration.Duration()
+	old := in.keys[key]
+	var (
+		kind     step
+		delta    counterVec
+		interval time.Duration
+	)
+	if old == nil {
+		if curDur > in.opts.FirstSightMaxDuration {
+			res.Baselines++
+			st := in.saveKey(key, nil)
+			st.last, st.dur, st.lastSeen = cur, curDur, now
+			return nil
+		}
+		kind, delta, interval = stepReset, cur, curDur
+	} else {
+		var err error
+		kind, delta, interval, err = diff("reports["+strconv.Itoa(i)+"]", &old.last, &cur, old.dur, curDur)
+		if err != nil {
+			return err
+		}
+	}
+	st := in.saveKey(key, old)
+	st.last, st.dur, st.lastSeen = cur, curDur, now
+	if kind == stepDuplicate {
+		res.Duplicates++
+		return nil
+	}
+	ap, _ := lu.Addr.AddrPort() // validated
+	d := models.StripeDelta{
+		StripeKey: key,
+		DS:        ap.String(),
+		Seqid:     r.Stateid.Seqid,
+		Offset:    r.Offset,
+		Length:    r.Length,
+		Local:     lu.Local,
+		Reset:     kind == stepReset,
+		End:       end,
+		Duration:  interval,
+		Read:      delta.stripeIO(cReadCount, readLatency),
+		Write:     delta.stripeIO(cWriteCount, writeLatency),
+	}
+	if d.Reset {
+		res.Resets++
+	}
+	res.Deltas = append(res.Deltas, d)
+	in.setContribution(st, &d, now)
+	return nil
+}
