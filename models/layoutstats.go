@@ -316,7 +316,7 @@ func (a NetAddr4) AddrPort() (netip.AddrPort, error) {
 	p1, err1 := strconv.ParseUint(a.Addr[hi+1:lo], 10, 8)
 	p2, err2 := strconv.ParseUint(a.Addr[lo+1:], 10, 8)
 	if err1 != nil || err2 != nil {
-		return zero, fmt.Errorf("na_r_addr %q has port octets %q.%q that are not numbers 0-255", a.Addr, a.Addr[hi+1:lo], a.Addr[lo+1:])
+		return zero, fmt.Errorf("na_r_addr %q is not a universal address (want h1.h2.h3.h4.p1.p2 or IPv6.p1.p2): port octets %q.%q are not numbers 0-255", a.Addr, a.Addr[hi+1:lo], a.Addr[lo+1:])
 	}
 	ip, err := netip.ParseAddr(a.Addr[:hi])
 	if err != nil {

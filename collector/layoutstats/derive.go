@@ -18,7 +18,7 @@ import (
 
 // Fixed-point scales of the per-key rates.
 const (
-	rateScale  = 1e3 // rates in thousandths per second
+	rateScale  = 1e6 // rates in millionths per second
 	ratioScale = 1e9 // busy ratios in billionths
 )
 
