@@ -94,6 +94,7 @@ const (
 	MetricDiskDiscardTime    = "ballast_disk_discard_time_seconds_total"
 	MetricDiskFlushes        = "ballast_disk_flush_requests_total"
 	MetricDiskFlushTime      = "ballast_disk_flush_requests_time_seconds_total"
+	MetricIOPressureStalled  = "ballast_io_pressure_stalled_seconds_total"
 )
 
 // NFS client series from /proc/self/mountstats and /proc/net/rpc/nfs
@@ -254,6 +255,7 @@ var Metrics = []MetricDesc{
 	{MetricDiskDiscardTime, MetricCounter, "seconds", "Time spent by all discards (kernels 4.18+).", diskLabels, "diskstats"},
 	{MetricDiskFlushes, MetricCounter, "", "Flush requests completed (kernels 5.5+, 20-field rows).", diskLabels, "diskstats"},
 	{MetricDiskFlushTime, MetricCounter, "seconds", "Time spent by flush requests (kernels 5.5+).", diskLabels, "diskstats"},
+	{MetricIOPressureStalled, MetricCounter, "seconds", "Time some (or all, kind=full) runnable tasks were stalled on I/O (/proc/pressure/io).", []string{"kind"}, "diskstats"},
 
 	{MetricNFSClientMountInfo, MetricGauge, "", "Constant 1 per NFS mount, carrying the server, NFS version, transport and pNFS layout type.", []string{"mountpoint", "export", "server", "version", "protocol", "pnfs"}, "mountstats"},
 	{MetricNFSClientAge, MetricGauge, "seconds", "Time since the NFS mount was made.", mountLabels, "mountstats"},

@@ -1,0 +1,270 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Handler serves the enabled collectors on /metrics. Build it with
+// NewHandler; it starts nothing until the first scrape.
+type Handler struct {
+	opts  Options
+	runs  []*run
+	descs map[string]*prometheus.Desc
+	http  http.Handler
+}
+
+// run is one enabled collector with its cached last result.
+type run struct {
+	name string
+	c    Collector
+	log  *onceLogger
+
+	mu      sync.Mutex // held while collecting or reading the cache
+	at      time.Time  // when the cached result was taken
+	samples []Sample
+	err     error
+	dur     time.Duration
+	busy    chan struct{} // non-nil while a timed-out run is still going
+}
+
+// NewHandler builds the collectors named in enabled (see Names) with opts
+// and returns the /metrics handler. An unknown name or a collector that
+// cannot be built is an error; a collector that does not apply to the host
+// is not (it reports ErrNotApplicable when scraped).
+func NewHandler(opts Options, enabled []string) (*Handler, error) {
+	opts = opts.withDefaults()
+	h := &Handler{opts: opts, descs: descriptors()}
+	seen := map[string]bool{}
+	for _, name := range enabled {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		r, err := lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		log := newOnceLogger(opts.Logger.With("collector", name))
+		c, err := r.new(opts, log)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("cannot build collector %q: %w", name, err)
+		}
+		h.runs = append(h.runs, &run{name: name, c: c, log: log})
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(h); err != nil {
+		return nil, fmt.Errorf("cannot register collectors: %w", err)
+	}
+	h.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return h, nil
+}
+
+// ServeHTTP serves the exposition of all enabled collectors; promhttp
+// negotiates the format and gzip from the request headers.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.http.ServeHTTP(w, r) }
+
+// Close releases what the collectors hold (device handles, libdcgm). It
+// is safe to call more than once.
+func (h *Handler) Close() error {
+	var errs []error
+	for _, r := range h.runs {
+		if c, ok := r.c.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("cannot close collector %q: %w", r.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Describe sends nothing: the set of series depends on the host, so the
+// handler is an unchecked collector for the Prometheus registry.
+func (h *Handler) Describe(chan<- *prometheus.Desc) {}
+
+// Collect runs every enabled collector concurrently (or reuses its cached
+// result) and sends their samples, then the self-metrics. A series that two
+// collectors both produce (nvme and smartctl reading the same drive) is
+// sent once, from the collector listed first.
+func (h *Handler) Collect(ch chan<- prometheus.Metric) {
+	results := make([]result, len(h.runs))
+	var wg sync.WaitGroup
+	for i, r := range h.runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.collect(h.opts)
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, r := range h.runs {
+		res := results[i]
+		for _, s := range res.samples {
+			key := s.Name + "\xff" + strings.Join(s.Values, "\xff")
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if m, err := h.metric(s); err != nil {
+				r.log.Error("dropped a malformed sample", "err", err)
+			} else {
+				ch <- m
+			}
+		}
+		ok := 1.0
+		if res.err != nil {
+			ok = 0
+		}
+		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorSuccess], prometheus.GaugeValue, ok, r.name)
+		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorDuration], prometheus.GaugeValue, res.dur.Seconds(), r.name)
+	}
+}
+
+// result is one collector run's outcome.
+type result struct {
+	samples []Sample
+	err     error
+	dur     time.Duration
+}
+
+// collect refreshes r's result unless the cached one is younger than the
+// cache TTL, and returns it. The lock makes concurrent scrapes share one
+// run.
+func (r *run) collect(opts Options) result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refresh(opts)
+	return result{r.samples, r.err, r.dur}
+}
+
+func (r *run) refresh(opts Options) {
+	now := opts.Now()
+	if opts.CacheTTL > 0 && !r.at.IsZero() && now.Sub(r.at) < opts.CacheTTL {
+		return
+	}
+	if r.busy != nil {
+		select {
+		case <-r.busy:
+			r.busy = nil
+		default:
+			// A previous run overran its timeout and is still blocked (a
+			// hung ioctl or command); do not pile another one on top.
+			r.at, r.samples, r.dur = now, nil, 0
+			r.err = fmt.Errorf("cannot run collector %q: its previous run is still in progress", r.name)
+			r.log.Warn("collector failed", "err", r.err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
+	defer cancel()
+	done := make(chan result, 1)
+	finished := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		s, err := r.c.Collect(ctx)
+		done <- result{samples: s, err: err}
+	}()
+	select {
+	case res := <-done:
+		r.samples, r.err = res.samples, res.err
+	case <-ctx.Done():
+		r.samples, r.err = nil, fmt.Errorf("cannot run collector %q: timed out after %v", r.name, opts.Timeout)
+		r.busy = finished
+	}
+	r.dur = time.Since(start)
+	r.at = now
+	switch {
+	case r.err == nil:
+	case errors.Is(r.err, ErrNotApplicable):
+		r.log.Debug("collector not applicable", "err", r.err)
+	default:
+		r.log.Warn("collector failed", "err", r.err)
+	}
+}
+
+// descriptors builds a Prometheus descriptor for every family of
+// models.Metrics.
+func descriptors() map[string]*prometheus.Desc {
+	m := make(map[string]*prometheus.Desc, len(models.Metrics))
+	for _, d := range models.Metrics {
+		m[d.Name] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+	}
+	return m
+}
+
+func (h *Handler) metric(s Sample) (prometheus.Metric, error) {
+	return constMetric(h.descs, s)
+}
+
+func constMetric(descs map[string]*prometheus.Desc, s Sample) (prometheus.Metric, error) {
+	desc, ok := descs[s.Name]
+	if !ok {
+		return nil, fmt.Errorf("cannot expose sample %q: no descriptor in models.Metrics", s.Name)
+	}
+	d, _ := models.LookupMetric(s.Name)
+	vt := prometheus.GaugeValue
+	if d.Type == models.MetricCounter {
+		vt = prometheus.CounterValue
+	}
+	return prometheus.NewConstMetric(desc, vt, s.Value, s.Values...)
+}
+
+// sampleSet adapts a fixed list of samples to prometheus.Collector.
+type sampleSet struct {
+	samples []Sample
+	descs   map[string]*prometheus.Desc
+	errs    []error
+}
+
+func (s *sampleSet) Describe(chan<- *prometheus.Desc) {}
+
+func (s *sampleSet) Collect(ch chan<- prometheus.Metric) {
+	for _, x := range s.samples {
+		m, err := constMetric(s.descs, x)
+		if err != nil {
+			s.errs = append(s.errs, err)
+			continue
+		}
+		ch <- m
+	}
+}
+
+// WriteText writes samples in Prometheus text exposition format, with
+// HELP and TYPE lines and families and series sorted, exactly as the
+// handler would serve them. The cluster twin and the golden tests use it.
+func WriteText(w io.Writer, samples []Sample) error {
+	set := &sampleSet{samples: samples, descs: descriptors()}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(set); err != nil {
+		return fmt.Errorf("cannot register samples: %w", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return fmt.Errorf("cannot gather samples: %w", err)
+	}
+	if len(set.errs) > 0 {
+		return errors.Join(set.errs...)
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return fmt.Errorf("cannot encode %q: %w", mf.GetName(), err)
+		}
+	}
+	return nil
+}
