@@ -1,0 +1,531 @@
+// Package checkpoint finds checkpoint write bursts in a job's (or client
+// group's) write-bandwidth series, estimates their period with frequency
+// methods in the spirit of FTIO (Tarraf et al., "FTIO: Detecting I/O
+// periodicity using frequency techniques", 2023) and predicts the next burst
+// window.
+//
+// The period comes from three views of the same series, each robust to a
+// different failure: the discrete Fourier transform (gonum's FFT; the
+// dominant frequency and the share of spectral power on its harmonics), the
+// autocorrelation (its first peak is the fundamental even when narrow bursts
+// put as much power on harmonics as on the fundamental), and a least-squares
+// fit of the burst start times to a lattice t = a + n·P, where each burst's
+// index n is rounded from the coarse period, so a missing burst is a skipped
+// n rather than a doubled interval and jitter averages out. The confidence is
+// the mean of the harmonic power share, the autocorrelation at the period and
+// the regularity of the burst starts (their jitter relative to the period),
+// scaled down when lattice slots are empty or shared. Both spectra are of the burst
+// indicator signal, so spikes inside a burst do not drown its rhythm.
+package checkpoint
+
+import (
+	"math"
+	"math/cmplx"
+	"slices"
+	"sort"
+	"time"
+
+	"gonum.org/v1/gonum/dsp/fourier"
+
+	"github.com/ballast-io/ballast/analyzer/internal/robust"
+)
+
+// Point is one write-bandwidth sample of a group.
+type Point struct {
+	T           time.Time
+	BytesPerSec float64
+}
+
+// Burst is one observed write burst.
+type Burst struct {
+	Start, End    time.Time
+	Bytes         float64 // integral of the bandwidth over the burst
+	MeanBandwidth float64 // Bytes / (End - Start)
+	PeakBandwidth float64
+	// Open is true when the burst reaches the last sample: it may go on.
+	Open bool
+}
+
+// Periodicity is the estimated period of a group's bursts and the next burst
+// it predicts.
+type Periodicity struct {
+	Period     time.Duration
+	// Confidence is 0..1: the mean of DFTShare, ACF and Regularity, times
+	// the share of lattice slots holding a burst, times the share of bursts
+	// that have a slot of their own.
+	Confidence float64
+	// DFTShare is the share of non-DC spectral power on the harmonics of 1/Period.
+	DFTShare float64
+	// ACF is the normalised autocorrelation of the series at lag Period.
+	ACF float64
+	// Coherence is |mean of exp(2πi·start/Period)| over the bursts: 1 when
+	// every start falls on the lattice, near 0 when starts are random.
+	Coherence float64
+	// Regularity is exp(−(jitter/period)² / (2·0.05²)).
+	Regularity float64
+	// DFTPeriod and ACFPeriod are the coarse estimates before the fit.
+	DFTPeriod, ACFPeriod time.Duration
+	// Jitter is the RMS distance of burst starts from the fitted lattice.
+	Jitter time.Duration
+	// Bursts is how many bursts the fit used; Missing how many lattice slots
+	// between the first and last of them had no burst.
+	Bursts, Missing int
+	// Next is the predicted start: the lattice point after the last burst.
+	Next time.Time
+	// NextStart and NextEnd bound the predicted next burst: the lattice
+	// point after the last burst, widened by twice the jitter, ending after
+	// the median burst duration.
+	NextStart, NextEnd time.Time
+	// Anchor is the fitted lattice origin (the time of slot 0).
+	Anchor time.Time
+}
+
+// Params tune burst detection and period estimation. Zero values take the
+// defaults in brackets.
+type Params struct {
+	// MinBandwidth is the absolute floor of a burst [1 MB/s].
+	MinBandwidth float64
+	// ThresholdFrac places the burst threshold between the series' median
+	// (the idle level) and the median of its clearly raised samples (the
+	// burst level) [0.2].
+	ThresholdFrac float64
+	// MergeGap joins bursts separated by less than this [3 sample steps].
+	MergeGap time.Duration
+	// MinBursts is the number of bursts needed to estimate a period [3].
+	MinBursts int
+}
+
+func (p Params) withDefaults() Params {
+	if p.MinBandwidth == 0 {
+		p.MinBandwidth = 1e6
+	}
+	if p.ThresholdFrac == 0 {
+		p.ThresholdFrac = 0.2
+	}
+	if p.MinBursts == 0 {
+		p.MinBursts = 3
+	}
+	return p
+}
+
+// grid is a series resampled on a uniform step.
+type grid struct {
+	t0   time.Time
+	step time.Duration
+	v    []float64 // NaN where no sample fell
+}
+
+func (g *grid) at(i int) time.Time { return g.t0.Add(time.Duration(i) * g.step) }
+
+// resample puts pts (sorted by time) on a uniform grid whose step is the
+// median spacing of the samples; several samples in one cell are averaged.
+func resample(pts []Point) grid {
+	if len(pts) < 2 {
+		return grid{}
+	}
+	gaps := make([]float64, 0, len(pts)-1)
+	for i := 1; i < len(pts); i++ {
+		if d := pts[i].T.Sub(pts[i-1].T); d > 0 {
+			gaps = append(gaps, float64(d))
+		}
+	}
+	if len(gaps) == 0 {
+		return grid{}
+	}
+	step := time.Duration(robust.Median(gaps))
+	n := int(pts[len(pts)-1].T.Sub(pts[0].T)/step) + 1
+	g := grid{t0: pts[0].T, step: step, v: make([]float64, n)}
+	cnt := make([]int, n)
+	for _, p := range pts {
+		i := int((p.T.Sub(g.t0) + step/2) / step)
+		if i >= n {
+			i = n - 1
+		}
+		g.v[i] += p.BytesPerSec
+		cnt[i]++
+	}
+	for i := range g.v {
+		if cnt[i] == 0 {
+			g.v[i] = math.NaN()
+		} else {
+			g.v[i] /= float64(cnt[i])
+		}
+	}
+	return g
+}
+
+// levels returns the idle level (median of the known values) and the burst
+// level: the median of the values that stand clearly above the idle level
+// (above minBW and 3 robust deviations). A median, not a peak quantile,
+// because burst shapes are spiky: a cache-absorbed first instant can run 30×
+// the sustained rate, and a threshold tied to it would cut the burst apart.
+func levels(v []float64, minBW float64) (base, busy float64) {
+	known := make([]float64, 0, len(v))
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			known = append(known, x)
+		}
+	}
+	if len(known) == 0 {
+		return 0, 0
+	}
+	base, mad := robust.MedianMAD(slices.Clone(known))
+	cut := math.Max(minBW, base+3*robust.MADScale*mad)
+	high := known[:0]
+	for _, x := range known {
+		if x > cut {
+			high = append(high, x)
+		}
+	}
+	if len(high) == 0 {
+		return base, math.NaN() // nothing stands out: no bursts
+	}
+	return base, robust.Median(high)
+}
+
+// DetectBursts finds write bursts in pts (sorted by time): maximal runs of
+// samples above max(MinBandwidth, idle + ThresholdFrac·(busy − idle)), where
+// idle is the series' median and busy the median of the clearly raised
+// samples,
+// runs closer than MergeGap joined. A missing sample inside a run does not
+// break it.
+func DetectBursts(pts []Point, p Params) []Burst {
+	p = p.withDefaults()
+	g := resample(pts)
+	return detect(&g, p)
+}
+
+func detect(g *grid, p Params) []Burst {
+	if len(g.v) == 0 {
+		return nil
+	}
+	base, busy := levels(g.v, p.MinBandwidth)
+	if math.IsNaN(busy) {
+		return nil
+	}
+	thr := math.Max(p.MinBandwidth, base+p.ThresholdFrac*(busy-base))
+	merge := p.MergeGap
+	if merge == 0 {
+		merge = 3 * g.step
+	}
+	var out []Burst
+	sec := g.step.Seconds()
+	in := false
+	var cur Burst
+	lastHigh := -1
+	for i, x := range g.v {
+		switch {
+		case x > thr:
+			if !in {
+				if n := len(out); n > 0 && g.at(i).Sub(out[n-1].End) < merge {
+					cur = out[n-1] // join the previous burst
+					out = out[:n-1]
+					// The gap's own bytes belong to the burst too.
+					for j := int(cur.End.Sub(g.t0) / g.step); j < i; j++ {
+						if !math.IsNaN(g.v[j]) {
+							cur.Bytes += g.v[j] * sec
+						}
+					}
+				} else {
+					cur = Burst{Start: g.at(i)}
+				}
+				in = true
+			}
+			cur.Bytes += x * sec
+			cur.PeakBandwidth = math.Max(cur.PeakBandwidth, x)
+			lastHigh = i
+		case math.IsNaN(x) && in:
+			// unknown: keep the run open
+		case in:
+			cur.End = g.at(lastHigh + 1)
+			out = append(out, cur)
+			in = false
+		}
+	}
+	if in {
+		cur.End = g.at(lastHigh + 1)
+		cur.Open = true
+		out = append(out, cur)
+	}
+	for i := range out {
+		if d := out[i].End.Sub(out[i].Start).Seconds(); d > 0 {
+			out[i].MeanBandwidth = out[i].Bytes / d
+		}
+	}
+	return out
+}
+
+// EstimatePeriod estimates the period of the bursts in pts (sorted by time)
+// and predicts the next one. ok is false when there are fewer than MinBursts
+// bursts or no period can be found.
+func EstimatePeriod(pts []Point, p Params) (Periodicity, []Burst, bool) {
+	p = p.withDefaults()
+	g := resample(pts)
+	bursts := detect(&g, p)
+	per, ok := estimate(&g, bursts, p)
+	return per, bursts, ok
+}
+
+func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
+	if len(bursts) < p.MinBursts || len(g.v) < 8 {
+		return Periodicity{}, false
+	}
+	// The spectra are taken of the burst indicator (1 inside a burst, 0
+	// outside, mean removed), not of the raw bandwidth: within-burst spikes
+	// (cache absorption, stragglers) would otherwise dominate both and hide
+	// the periodicity of the bursts themselves.
+	x := make([]float64, len(g.v))
+	for _, b := range bursts {
+		i0 := int(b.Start.Sub(g.t0) / g.step)
+		i1 := int(b.End.Sub(g.t0) / g.step)
+		for i := max(i0, 0); i < min(i1, len(x)); i++ {
+			x[i] = 1
+		}
+	}
+	mean := 0.0
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(len(x))
+	for i := range x {
+		x[i] -= mean
+	}
+	sec := g.step.Seconds()
+	span := float64(len(x)) * sec
+
+	// DFT: dominant non-DC bin, refined by parabolic interpolation.
+	fft := fourier.NewFFT(len(x))
+	coef := fft.Coefficients(nil, x)
+	pow := make([]float64, len(coef))
+	total := 0.0
+	for k := 1; k < len(coef); k++ {
+		pow[k] = real(coef[k])*real(coef[k]) + imag(coef[k])*imag(coef[k])
+		total += pow[k]
+	}
+	if total == 0 {
+		return Periodicity{}, false
+	}
+	kmax := 1
+	for k := 2; k < len(pow); k++ {
+		// Periods shorter than two samples are not resolvable bursts.
+		if pow[k] > pow[kmax] {
+			kmax = k
+		}
+	}
+	dftPeriod := span / interp(pow, kmax)
+
+	// Autocorrelation through the FFT of the zero-padded series.
+	acf := autocorr(x)
+	acfLag := firstPeak(acf)
+	acfPeriod := 0.0
+	if acfLag > 0 {
+		acfPeriod = interp(acf, acfLag) * sec
+	}
+
+	// Coarse period: the autocorrelation's first peak names the fundamental;
+	// the DFT maximum may sit on a harmonic, so it is the fallback.
+	coarse := acfPeriod
+	if coarse <= 0 {
+		coarse = dftPeriod
+	}
+	// Lattice fit of burst starts.
+	starts := make([]float64, len(bursts))
+	durs := make([]float64, len(bursts))
+	for i, b := range bursts {
+		starts[i] = b.Start.Sub(g.t0).Seconds()
+		durs[i] = b.End.Sub(b.Start).Seconds()
+	}
+	a, period, rms, n, missing := fitLattice(starts, coarse)
+	if period <= 0 || n < p.MinBursts {
+		return Periodicity{}, false
+	}
+	per := Periodicity{
+		Period:    seconds(period),
+		DFTPeriod: seconds(dftPeriod),
+		ACFPeriod: seconds(acfPeriod),
+		Jitter:    seconds(rms),
+		Bursts:    n,
+		Missing:   missing,
+		Anchor:    g.t0.Add(seconds(a)),
+	}
+	per.DFTShare = harmonicShare(pow, span/period, total)
+	if lag := period / sec; lag < float64(len(acf)-1) {
+		per.ACF = math.Max(0, lerp(acf, lag))
+	}
+	var z complex128
+	for _, s := range starts {
+		z += cmplx.Exp(complex(0, 2*math.Pi*(s-a)/period))
+	}
+	per.Coherence = cmplx.Abs(z) / float64(len(starts))
+	// A lattice with many empty slots fits anything (halve the period and
+	// every set of starts looks periodic), so the confidence is scaled by
+	// the share of slots that hold a burst.
+	// Bursts sharing a slot mean more bursts than the rhythm explains.
+	// Regularity is a Gaussian in the relative jitter (σ = 5 % of the period):
+	// sharper than the coherence, which stays near 1 up to 10 % jitter.
+	rel := rms / period
+	per.Regularity = math.Exp(-rel * rel / (2 * 0.05 * 0.05))
+	per.Confidence = (per.DFTShare + per.ACF + per.Regularity) / 3 *
+		float64(n) / float64(n+missing) * float64(n) / float64(len(starts))
+
+	// Next slot after the last burst start.
+	last := starts[len(starts)-1]
+	k := math.Round((last-a)/period) + 1
+	next := a + k*period
+	slack := math.Max(2*rms, sec)
+	dur := robust.Median(durs)
+	per.Next = g.t0.Add(seconds(next))
+	per.NextStart = g.t0.Add(seconds(next - slack))
+	per.NextEnd = g.t0.Add(seconds(next + dur + slack))
+	return per, true
+}
+
+// fitLattice fits starts ≈ a + n·P with n rounded from the coarse period,
+// by least squares, twice (the second pass re-rounds with the fitted P). It
+// returns a, P, the RMS residual, the number of distinct slots used and the
+// number of empty slots between the first and the last.
+func fitLattice(starts []float64, coarse float64) (a, period, rms float64, used, missing int) {
+	if coarse <= 0 || len(starts) < 2 {
+		return 0, 0, 0, 0, 0
+	}
+	period = coarse
+	a = starts[0]
+	idx := make([]float64, len(starts))
+	for pass := 0; pass < 2; pass++ {
+		for i, s := range starts {
+			idx[i] = math.Round((s - a) / period)
+		}
+		// Least squares s = a + P·n.
+		var sn, ss, snn, sns float64
+		m := float64(len(starts))
+		for i, s := range starts {
+			sn += idx[i]
+			ss += s
+			snn += idx[i] * idx[i]
+			sns += idx[i] * s
+		}
+		den := m*snn - sn*sn
+		if den == 0 {
+			return 0, 0, 0, 0, 0
+		}
+		period = (m*sns - sn*ss) / den
+		a = (ss - period*sn) / m
+		if period <= 0 {
+			return 0, 0, 0, 0, 0
+		}
+	}
+	slots := map[float64]bool{}
+	for i, s := range starts {
+		r := s - (a + period*idx[i])
+		rms += r * r
+		slots[idx[i]] = true
+	}
+	rms = math.Sqrt(rms / float64(len(starts)))
+	keys := make([]float64, 0, len(slots))
+	for k := range slots {
+		keys = append(keys, k)
+	}
+	sort.Float64s(keys)
+	used = len(keys)
+	missing = int(keys[len(keys)-1]-keys[0]) + 1 - used
+	return a, period, rms, used, missing
+}
+
+// autocorr returns the normalised autocorrelation of x for lags 0..len(x)/2,
+// computed as the inverse FFT of the power spectrum of x zero-padded to 2n
+// (Wiener–Khinchin), so it is linear, not circular.
+func autocorr(x []float64) []float64 {
+	n := len(x)
+	padded := make([]float64, 2*n)
+	copy(padded, x)
+	fft := fourier.NewFFT(2 * n)
+	c := fft.Coefficients(nil, padded)
+	for i, v := range c {
+		c[i] = complex(real(v)*real(v)+imag(v)*imag(v), 0)
+	}
+	r := fft.Sequence(nil, c)[:n/2+1]
+	if r[0] <= 0 {
+		return make([]float64, len(r))
+	}
+	r0 := r[0]
+	for i := range r {
+		// Unbiased: divide by the number of overlapping pairs.
+		r[i] = r[i] / r0 * float64(n) / float64(n-i)
+	}
+	return r
+}
+
+// firstPeak returns the lag of the first local maximum of the
+// autocorrelation after it first drops below zero, if that maximum is at
+// least 0.1; 0 when there is none.
+func firstPeak(r []float64) int {
+	i := 1
+	for i < len(r) && r[i] > 0 {
+		i++
+	}
+	best, bestLag := 0.1, 0
+	for ; i < len(r)-1; i++ {
+		if r[i] >= r[i-1] && r[i] >= r[i+1] && r[i] > best {
+			best, bestLag = r[i], i
+			// Take the first peak that is not beaten by the next one soon
+			// after (a jittered peak may be split in two).
+			j := i + 1
+			for ; j < len(r)-1 && j < i+1+i/4; j++ {
+				if r[j] > best {
+					best, bestLag = r[j], j
+				}
+			}
+			return bestLag
+		}
+	}
+	return 0
+}
+
+// harmonicShare is the share of the non-DC power within one bin of the
+// harmonics of f0 (in cycles per span).
+func harmonicShare(pow []float64, f0, total float64) float64 {
+	if f0 < 0.5 {
+		return 0
+	}
+	got := 0.0
+	seen := map[int]bool{}
+	for h := 1; float64(h)*f0 < float64(len(pow))+1; h++ {
+		c := int(math.Round(float64(h) * f0))
+		for k := c - 1; k <= c+1; k++ {
+			if k >= 1 && k < len(pow) && !seen[k] {
+				seen[k] = true
+				got += pow[k]
+			}
+		}
+	}
+	return math.Min(1, got/total)
+}
+
+// interp refines the position of a local maximum at i by fitting a parabola
+// through its neighbours.
+func interp(y []float64, i int) float64 {
+	if i <= 0 || i >= len(y)-1 {
+		return float64(i)
+	}
+	den := y[i-1] - 2*y[i] + y[i+1]
+	if den == 0 {
+		return float64(i)
+	}
+	d := 0.5 * (y[i-1] - y[i+1]) / den
+	if d > 0.5 || d < -0.5 {
+		return float64(i)
+	}
+	return float64(i) + d
+}
+
+// lerp reads y at a fractional index.
+func lerp(y []float64, x float64) float64 {
+	i := int(x)
+	if i+1 >= len(y) {
+		return y[len(y)-1]
+	}
+	f := x - float64(i)
+	return y[i]*(1-f) + y[i+1]*f
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

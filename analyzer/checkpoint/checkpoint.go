@@ -1,0 +1,289 @@
+package checkpoint
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Finding kinds this analyzer emits.
+const (
+	KindBurst    = "checkpoint_burst"
+	KindForecast = "checkpoint_forecast"
+)
+
+// Options tune the detector. Zero values take the defaults in brackets.
+type Options struct {
+	Params
+	// Window is how much history each group keeps [1h].
+	Window time.Duration
+	// MaxSamples caps the samples kept per group; the oldest go first [8192].
+	MaxSamples int
+	// MinConfidence opens a forecast [0.6]; below ExitConfidence it closes [0.45].
+	MinConfidence, ExitConfidence float64
+}
+
+func (o Options) withDefaults() Options {
+	o.Params = o.Params.withDefaults()
+	if o.Window == 0 {
+		o.Window = time.Hour
+	}
+	if o.MaxSamples == 0 {
+		o.MaxSamples = 8192
+	}
+	if o.MinConfidence == 0 {
+		o.MinConfidence = 0.6
+	}
+	if o.ExitConfidence == 0 {
+		o.ExitConfidence = 0.45
+	}
+	return o
+}
+
+// tracked is a burst with the id it was first reported under.
+type tracked struct {
+	id    string
+	b     Burst
+	final bool // reported closed; never reported again
+}
+
+type group struct {
+	subject       models.Subject
+	pts           []Point
+	known         []tracked
+	per           Periodicity
+	perOK         bool
+	forecastSince time.Time // zero when no forecast is open
+	lastForecast  *models.Finding
+}
+
+// Detector tracks the write-bandwidth series of many groups (jobs or client
+// groups) and reports their bursts and forecasts. Feed it with Observe and
+// read it with Findings; now must not go backwards.
+type Detector struct {
+	opts   Options
+	groups map[models.Subject]*group
+}
+
+// New returns a detector with opts (zero values take the defaults).
+func New(opts Options) (*Detector, error) {
+	o := opts.withDefaults()
+	switch {
+	case o.ThresholdFrac <= 0 || o.ThresholdFrac >= 1:
+		return nil, fmt.Errorf("invalid checkpoint options: ThresholdFrac %v is outside (0, 1)", o.ThresholdFrac)
+	case o.MinBursts < 2:
+		return nil, fmt.Errorf("invalid checkpoint options: MinBursts %d is below 2", o.MinBursts)
+	case o.ExitConfidence > o.MinConfidence:
+		return nil, fmt.Errorf("invalid checkpoint options: ExitConfidence %v is above MinConfidence %v", o.ExitConfidence, o.MinConfidence)
+	case o.Window < 0 || o.MaxSamples < 16:
+		return nil, fmt.Errorf("invalid checkpoint options: Window %s and MaxSamples %d must be positive (MaxSamples ≥ 16)", o.Window, o.MaxSamples)
+	}
+	return &Detector{opts: o, groups: map[models.Subject]*group{}}, nil
+}
+
+// Observe appends write-bandwidth samples of subject (a job or client group).
+// Samples must be in time order, not after now, finite and non-negative.
+func (d *Detector) Observe(now time.Time, subject models.Subject, pts ...Point) error {
+	g := d.groups[subject]
+	if g == nil {
+		g = &group{subject: subject}
+		d.groups[subject] = g
+	}
+	for _, p := range pts {
+		switch {
+		case math.IsNaN(p.BytesPerSec) || math.IsInf(p.BytesPerSec, 0) || p.BytesPerSec < 0:
+			return fmt.Errorf("cannot observe write bandwidth of %q: value %v at %s is not a finite non-negative rate", subject, p.BytesPerSec, p.T.Format(time.RFC3339Nano))
+		case p.T.After(now):
+			return fmt.Errorf("cannot observe write bandwidth of %q: sample at %s is after now %s", subject, p.T.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))
+		case len(g.pts) > 0 && !p.T.After(g.pts[len(g.pts)-1].T):
+			return fmt.Errorf("cannot observe write bandwidth of %q: sample at %s is not after the previous one at %s", subject, p.T.Format(time.RFC3339Nano), g.pts[len(g.pts)-1].T.Format(time.RFC3339Nano))
+		}
+		g.pts = append(g.pts, p)
+	}
+	cut := 0
+	for cut < len(g.pts) && (now.Sub(g.pts[cut].T) > d.opts.Window || len(g.pts)-cut > d.opts.MaxSamples) {
+		cut++
+	}
+	if cut > 0 {
+		g.pts = append(g.pts[:0], g.pts[cut:]...)
+	}
+	return nil
+}
+
+// Forecast returns the current periodicity estimate of subject, when there is
+// one with at least MinConfidence, with its next window rolled forward past
+// now if a predicted burst did not come.
+func (d *Detector) Forecast(now time.Time, subject models.Subject) (Periodicity, bool) {
+	g := d.groups[subject]
+	if g == nil || !g.perOK || g.per.Confidence < d.opts.MinConfidence {
+		return Periodicity{}, false
+	}
+	return rollForward(g.per, now), true
+}
+
+// rollForward moves a prediction whose window already passed to the next
+// lattice slot after now.
+func rollForward(p Periodicity, now time.Time) Periodicity {
+	if p.Period <= 0 || !p.NextEnd.Before(now) {
+		return p
+	}
+	k := now.Sub(p.NextEnd)/p.Period + 1
+	p.Next = p.Next.Add(k * p.Period)
+	p.NextStart = p.NextStart.Add(k * p.Period)
+	p.NextEnd = p.NextEnd.Add(k * p.Period)
+	return p
+}
+
+// Bursts returns the bursts of subject found by the last Findings call.
+func (d *Detector) Bursts(subject models.Subject) []Burst {
+	g := d.groups[subject]
+	if g == nil {
+		return nil
+	}
+	out := make([]Burst, len(g.known))
+	for i, k := range g.known {
+		out[i] = k.b
+	}
+	return out
+}
+
+// Findings analyses every group and returns, sorted by id: bursts that are
+// going on or ended since they were last reported (each closed burst is
+// reported once), and the open forecasts (and those that closed now).
+func (d *Detector) Findings(now time.Time) []models.Finding {
+	subjects := make([]models.Subject, 0, len(d.groups))
+	for s := range d.groups {
+		subjects = append(subjects, s)
+	}
+	sort.Slice(subjects, func(i, j int) bool { return subjects[i].String() < subjects[j].String() })
+	var out []models.Finding
+	for _, s := range subjects {
+		out = append(out, d.analyse(now, d.groups[s])...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (d *Detector) analyse(now time.Time, g *group) []models.Finding {
+	gr := resample(g.pts)
+	bursts := detect(&gr, d.opts.Params)
+	g.per, g.perOK = estimate(&gr, bursts, d.opts.Params)
+	var out []models.Finding
+
+	// Match detections to the bursts already reported, by overlap, so an id
+	// survives a threshold that moves the edges by a sample.
+	for _, b := range bursts {
+		matched := false
+		for i := range g.known {
+			k := &g.known[i]
+			if b.Start.Before(k.b.End.Add(gr.step)) && b.End.After(k.b.Start.Add(-gr.step)) {
+				if !k.final {
+					k.b = b
+				}
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			g.known = append(g.known, tracked{id: fmt.Sprintf("%s:%s:%d", KindBurst, g.subject, b.Start.UnixMilli()), b: b})
+		}
+	}
+	keep := g.known[:0]
+	for _, k := range g.known {
+		if now.Sub(k.b.End) <= d.opts.Window {
+			keep = append(keep, k)
+		}
+	}
+	g.known = keep
+	for i := range g.known {
+		k := &g.known[i]
+		if k.final {
+			continue
+		}
+		f := burstFinding(g.subject, k, now)
+		if !k.b.Open {
+			k.final = true
+		}
+		out = append(out, f)
+	}
+
+	conf := g.per.Confidence
+	switch open := !g.forecastSince.IsZero(); {
+	case g.perOK && (conf >= d.opts.MinConfidence || open && conf >= d.opts.ExitConfidence):
+		if !open {
+			g.forecastSince = now
+		}
+		f := forecastFinding(g.subject, rollForward(g.per, now), g.forecastSince, now)
+		g.lastForecast = &f
+		out = append(out, f)
+	case open:
+		f := *g.lastForecast
+		f.End = now
+		f.Summary += " (periodicity lost)"
+		out = append(out, f)
+		g.forecastSince, g.lastForecast = time.Time{}, nil
+	}
+	return out
+}
+
+func burstFinding(s models.Subject, k *tracked, now time.Time) models.Finding {
+	b := k.b
+	f := models.Finding{
+		ID:       k.id,
+		Kind:     KindBurst,
+		Subject:  s,
+		Severity: models.SeverityInfo,
+		Score:    math.Round(b.Bytes/1e6) / 1e3,
+		Start:    b.Start,
+		LastSeen: b.End,
+		Summary: fmt.Sprintf("%s %s wrote %.3g GB in a %s burst at %.3g GB/s", s.Kind, s.ID, b.Bytes/1e9,
+			b.End.Sub(b.Start).Round(time.Millisecond), b.MeanBandwidth/1e9),
+		Evidence: []models.Evidence{
+			{Name: "bytes", Value: math.Round(b.Bytes), Unit: "B"},
+			{Name: "duration_seconds", Value: b.End.Sub(b.Start).Seconds(), Unit: "s"},
+			{Name: "mean_bandwidth", Value: math.Round(b.MeanBandwidth), Unit: "B/s"},
+			{Name: "peak_bandwidth", Value: math.Round(b.PeakBandwidth), Unit: "B/s"},
+		},
+	}
+	if b.Open {
+		f.LastSeen = now
+		f.Summary = fmt.Sprintf("%s %s is writing a burst: %.3g GB so far at %.3g GB/s", s.Kind, s.ID, b.Bytes/1e9, b.MeanBandwidth/1e9)
+	} else {
+		f.End = b.End
+	}
+	return f
+}
+
+func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) models.Finding {
+	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	return models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", KindForecast, s, since.UnixMilli()),
+		Kind:     KindForecast,
+		Subject:  s,
+		Severity: models.SeverityInfo,
+		Score:    r3(p.Confidence),
+		Start:    since,
+		LastSeen: now,
+		Summary: fmt.Sprintf("%s %s writes a burst every %s (confidence %.2f); next expected %s–%s", s.Kind, s.ID,
+			p.Period.Round(time.Millisecond), p.Confidence, p.NextStart.UTC().Format(time.RFC3339), p.NextEnd.UTC().Format(time.RFC3339)),
+		Evidence: []models.Evidence{
+			{Name: "period_seconds", Value: r3(p.Period.Seconds()), Unit: "s"},
+			{Name: "next_expected", Value: float64(p.Next.UnixMilli()) / 1000, Unit: "unix_seconds"},
+			{Name: "next_start", Value: float64(p.NextStart.UnixMilli()) / 1000, Unit: "unix_seconds", Note: "window opens"},
+			{Name: "next_end", Value: float64(p.NextEnd.UnixMilli()) / 1000, Unit: "unix_seconds", Note: "window closes"},
+			{Name: "confidence", Value: r3(p.Confidence)},
+			{Name: "dft_harmonic_share", Value: r3(p.DFTShare), Note: "share of spectral power on the harmonics of 1/period"},
+			{Name: "acf_at_period", Value: r3(p.ACF)},
+			{Name: "phase_coherence", Value: r3(p.Coherence), Note: "1 = every burst start on the fitted lattice"},
+			{Name: "regularity", Value: r3(p.Regularity), Note: "exp(-(jitter/period)^2 / 0.005)"},
+			{Name: "dft_period_seconds", Value: r3(p.DFTPeriod.Seconds()), Unit: "s"},
+			{Name: "acf_period_seconds", Value: r3(p.ACFPeriod.Seconds()), Unit: "s"},
+			{Name: "jitter_seconds", Value: r3(p.Jitter.Seconds()), Unit: "s"},
+			{Name: "bursts", Value: float64(p.Bursts)},
+			{Name: "missing_bursts", Value: float64(p.Missing)},
+		},
+	}
+}

@@ -1,0 +1,198 @@
+package checkpoint
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/golden"
+	"github.com/ballast-io/ballast/models"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var job = models.Subject{Kind: models.SubjectJob, ID: "train-llm"}
+
+// synth is a checkpointing job sampled every 10 s: bursts of dur at 2 GB/s
+// every period, start jittered uniformly by ±jitter, bursts listed in skip
+// missing, background writes of about 5 MB/s, and sample drop-outs.
+type synth struct {
+	period, dur, jitter time.Duration
+	skip                map[int]bool
+	n                   int // bursts
+	random              bool
+	seed                uint64
+}
+
+func (s synth) starts() []time.Time {
+	r := rand.New(rand.NewPCG(s.seed, 99))
+	var out []time.Time
+	at := t0.Add(5 * time.Minute)
+	for i := range s.n {
+		st := at
+		if s.random {
+			at = at.Add(time.Duration((0.3 + 1.4*r.Float64()) * float64(s.period)))
+		} else {
+			st = t0.Add(5*time.Minute + time.Duration(i)*s.period + time.Duration((2*r.Float64()-1)*float64(s.jitter)))
+		}
+		if !s.skip[i] {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (s synth) series(until time.Time) []Point {
+	r := rand.New(rand.NewPCG(s.seed, 7))
+	starts := s.starts()
+	var pts []Point
+	for at := t0; !at.After(until); at = at.Add(10 * time.Second) {
+		if r.IntN(50) == 0 {
+			continue // a scrape that never arrived
+		}
+		v := 5e6 * (0.5 + r.Float64())
+		for _, st := range starts {
+			if !at.Before(st) && at.Before(st.Add(s.dur)) {
+				v = 2e9 * (0.8 + 0.4*r.Float64())
+			}
+		}
+		pts = append(pts, Point{T: at, BytesPerSec: v})
+	}
+	return pts
+}
+
+// drive feeds the series tick by tick (one sample per 10 s tick) and
+// collects the latest version of every finding.
+func drive(t *testing.T, d *Detector, pts []Point) map[string]models.Finding {
+	t.Helper()
+	seen := map[string]models.Finding{}
+	for i, p := range pts {
+		if err := d.Observe(p.T, job, p); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 || i == len(pts)-1 {
+			for _, f := range d.Findings(p.T) {
+				if err := f.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				seen[f.ID] = f
+			}
+		}
+	}
+	return seen
+}
+
+func byKind(m map[string]models.Finding, kind string) []models.Finding {
+	var out []models.Finding
+	for _, f := range m {
+		if f.Kind == kind {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func evidence(f models.Finding, name string) float64 {
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return math.NaN()
+}
+
+// TestPeriodicJobWithJitterAndMissingBurst: 10 bursts every 10 min, ±20 s
+// jitter, the 5th missing. Expect 9 bursts, one forecast, period within 5 %
+// and a next start within 10 % of the period once three bursts are seen.
+func TestPeriodicJobWithJitterAndMissingBurst(t *testing.T) {
+	s := synth{period: 10 * time.Minute, dur: time.Minute, jitter: 20 * time.Second, skip: map[int]bool{4: true}, n: 10, seed: 1}
+	d, err := New(Options{Window: 3 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := t0.Add(5*time.Minute + 10*s.period)
+	got := drive(t, d, s.series(end))
+	golden.Check(t, "periodic_job.json", sortedFindings(got))
+
+	if b := byKind(got, KindBurst); len(b) != 9 {
+		t.Errorf("got %d burst findings; want 9 (10 bursts, one missing)", len(b))
+	}
+	fc := byKind(got, KindForecast)
+	if len(fc) != 1 {
+		t.Fatalf("got %d forecast findings; want 1 that stays open", len(fc))
+	}
+	if p := evidence(fc[0], "period_seconds"); math.Abs(p-600)/600 > 0.05 {
+		t.Errorf("period %.1f s; want 600 s ± 5 %%", p)
+	}
+}
+
+// TestForecastAfterThreeBursts checks the prediction made right after the
+// third burst against the fourth burst's real start.
+func TestForecastAfterThreeBursts(t *testing.T) {
+	s := synth{period: 10 * time.Minute, dur: time.Minute, jitter: 20 * time.Second, n: 6, seed: 3}
+	starts := s.starts()
+	now := starts[2].Add(2 * time.Minute)
+	d, _ := New(Options{})
+	for _, p := range s.series(now) {
+		if err := d.Observe(now, job, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.Findings(now)
+	p, ok := d.Forecast(now, job)
+	if !ok {
+		t.Fatalf("no forecast after three bursts")
+	}
+	if e := math.Abs(p.Period.Seconds()-600) / 600; e > 0.05 {
+		t.Errorf("period %s; want 10m ± 5 %%", p.Period)
+	}
+	// The window is the predicted start widened by the jitter slack.
+	mid := p.Next
+	if e := math.Abs(mid.Sub(starts[3]).Seconds()) / 600; e > 0.10 {
+		t.Errorf("predicted start %s (window %s–%s); real start %s: error %.1f %% of the period; want ≤ 10 %%",
+			mid.Format(time.TimeOnly), p.NextStart.Format(time.TimeOnly), p.NextEnd.Format(time.TimeOnly), starts[3].Format(time.TimeOnly), 100*e)
+	}
+}
+
+// TestRandomBurstsGetNoForecast: bursts at random gaps of 0.3–1.7 periods
+// are bursts, not a rhythm: no forecast may be issued.
+func TestRandomBurstsGetNoForecast(t *testing.T) {
+	s := synth{period: 10 * time.Minute, dur: time.Minute, n: 10, random: true, seed: 5}
+	d, _ := New(Options{Window: 3 * time.Hour})
+	got := drive(t, d, s.series(t0.Add(2*time.Hour)))
+	if len(byKind(got, KindBurst)) < 8 {
+		t.Errorf("got %d bursts; want the random bursts found", len(byKind(got, KindBurst)))
+	}
+	for _, f := range byKind(got, KindForecast) {
+		t.Errorf("forecast for aperiodic bursts: %s", f.Summary)
+	}
+}
+
+func TestObserveRejectsBadSamples(t *testing.T) {
+	d, _ := New(Options{})
+	for _, p := range []Point{{T: t0, BytesPerSec: math.NaN()}, {T: t0, BytesPerSec: -1}, {T: t0.Add(time.Hour), BytesPerSec: 1}} {
+		if err := d.Observe(t0, job, p); err == nil {
+			t.Errorf("Observe(%v): got nil error; want one", p)
+		}
+	}
+	if err := d.Observe(t0, job, Point{T: t0, BytesPerSec: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Observe(t0, job, Point{T: t0, BytesPerSec: 1}); err == nil {
+		t.Error("Observe of a repeated timestamp: got nil error; want one")
+	}
+}
+
+func sortedFindings(m map[string]models.Finding) []models.Finding {
+	out := make([]models.Finding, 0, len(m))
+	for _, f := range m {
+		out = append(out, f)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].ID < out[j-1].ID; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
