@@ -49,7 +49,7 @@ type Burst struct {
 // Periodicity is the estimated period of a group's bursts and the next burst
 // it predicts.
 type Periodicity struct {
-	Period     time.Duration
+	Period time.Duration
 	// Confidence is 0..1: the mean of DFTShare, ACF and Regularity, times
 	// the share of lattice slots holding a burst, times the share of bursts
 	// that have a slot of their own.
