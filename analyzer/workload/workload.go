@@ -1,0 +1,408 @@
+// Package workload labels each client group's I/O in each time window as
+// training-read, checkpoint, inference, analytics-scan or mixed/HPC, from
+// features a storage service can see without application hooks: the
+// read/write byte mix, mean request sizes, the sequential share of the
+// bytes, burstiness (coefficient of variation of the bandwidth within the
+// window) and periodicity (the checkpoint analyzer's confidence).
+//
+// Each class is a fuzzy AND (product) of ramps over those features, so every
+// label comes with the degree to which each feature supports it; the label is
+// the best class when its score reaches MinScore, mixed/HPC otherwise. A
+// class change becomes a workload_shift finding only after the new class has
+// held for ConfirmWindows windows, so one odd window does not flap.
+package workload
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Finding kinds this analyzer emits.
+const (
+	KindShift   = "workload_shift"
+	KindProfile = "workload_profile"
+)
+
+// Class is a workload label.
+type Class string
+
+// The workload classes. Idle windows (too little I/O to judge) get no class
+// change.
+const (
+	TrainingRead  Class = "training-read"
+	Checkpoint    Class = "checkpoint"
+	Inference     Class = "inference"
+	AnalyticsScan Class = "analytics-scan"
+	Mixed         Class = "mixed-hpc"
+	Idle          Class = "idle"
+)
+
+// Window is one client group's I/O over [Start, End).
+type Window struct {
+	Subject               models.Subject
+	Start, End            time.Time
+	ReadBytes, WriteBytes float64
+	ReadOps, WriteOps     float64
+	// Sequential is the share (0..1) of bytes whose request began where the
+	// stream's previous request ended; NaN when unknown.
+	Sequential float64
+	// Bandwidth holds the group's total bandwidth sampled across the window,
+	// for burstiness; fewer than 2 samples = unknown.
+	Bandwidth []float64
+	// Periodicity is the confidence (0..1) of a periodic write rhythm from
+	// the checkpoint analyzer; 0 when none.
+	Periodicity float64
+}
+
+// Features are the numbers a label is computed from.
+type Features struct {
+	ReadFraction    float64 // of bytes
+	MeanReadBytes   float64 // per read request
+	MeanWriteBytes  float64 // per write request
+	Sequential      float64 // NaN unknown
+	Burstiness      float64 // coefficient of variation of the bandwidth; NaN unknown
+	Periodicity     float64
+	BytesPerSecond  float64
+	WindowSeconds   float64
+	TotalBytes      float64
+	supportingRamps map[string]float64
+}
+
+// Label is the classification of one window.
+type Label struct {
+	Subject    models.Subject
+	Start, End time.Time
+	Class      Class
+	Score      float64
+	Scores     map[Class]float64
+	Features   Features
+}
+
+// Options tune the classifier. Zero values take the defaults in brackets.
+type Options struct {
+	MinScore       float64 // best class score needed, else mixed [0.5]
+	MinBytesPerSec float64 // below this a window is idle [1 MB/s]
+	ConfirmWindows int     // windows a new class must hold before a shift [2]
+}
+
+func (o Options) withDefaults() Options {
+	if o.MinScore == 0 {
+		o.MinScore = 0.5
+	}
+	if o.MinBytesPerSec == 0 {
+		o.MinBytesPerSec = 1e6
+	}
+	if o.ConfirmWindows == 0 {
+		o.ConfirmWindows = 2
+	}
+	return o
+}
+
+// ramp is 0 below lo, 1 above hi, linear between.
+func ramp(x, lo, hi float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return 0.5 // unknown feature: neither for nor against
+	case x <= lo:
+		return 0
+	case x >= hi:
+		return 1
+	}
+	return (x - lo) / (hi - lo)
+}
+
+func log2(x float64) float64 {
+	if x <= 0 {
+		return math.NaN()
+	}
+	return math.Log2(x)
+}
+
+const kib = 1024
+
+// Extract computes the features of w.
+func Extract(w Window) Features {
+	f := Features{Sequential: w.Sequential, Periodicity: w.Periodicity, Burstiness: math.NaN()}
+	f.TotalBytes = w.ReadBytes + w.WriteBytes
+	f.WindowSeconds = w.End.Sub(w.Start).Seconds()
+	if f.WindowSeconds > 0 {
+		f.BytesPerSecond = f.TotalBytes / f.WindowSeconds
+	}
+	f.ReadFraction = math.NaN()
+	if f.TotalBytes > 0 {
+		f.ReadFraction = w.ReadBytes / f.TotalBytes
+	}
+	f.MeanReadBytes, f.MeanWriteBytes = math.NaN(), math.NaN()
+	if w.ReadOps > 0 {
+		f.MeanReadBytes = w.ReadBytes / w.ReadOps
+	}
+	if w.WriteOps > 0 {
+		f.MeanWriteBytes = w.WriteBytes / w.WriteOps
+	}
+	if n := len(w.Bandwidth); n >= 2 {
+		mean, sq := 0.0, 0.0
+		for _, b := range w.Bandwidth {
+			mean += b
+		}
+		mean /= float64(n)
+		for _, b := range w.Bandwidth {
+			sq += (b - mean) * (b - mean)
+		}
+		if mean > 0 {
+			f.Burstiness = math.Sqrt(sq/float64(n-1)) / mean
+		}
+	}
+	return f
+}
+
+// memberships are the fuzzy truths of the feature statements the classes
+// are built from, by name so evidence can show them.
+func memberships(f Features) map[string]float64 {
+	m := map[string]float64{
+		"read_heavy":    ramp(f.ReadFraction, 0.6, 0.85),
+		"write_heavy":   ramp(1-f.ReadFraction, 0.6, 0.85),
+		"large_writes":  ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
+		"large_reads":   ramp(log2(f.MeanReadBytes), log2(256*kib), log2(1024*kib)),
+		"medium_reads":  ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)),
+		"small_reads":   1 - ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)),
+		"sequential":    ramp(f.Sequential, 0.6, 0.85),
+		"partly_seq":    ramp(f.Sequential, 0.1, 0.25) * (1 - ramp(f.Sequential, 0.75, 0.9)),
+		"random":        1 - ramp(f.Sequential, 0.2, 0.4),
+		"steady":        1 - ramp(f.Burstiness, 0.8, 1.5),
+		"bursty":        math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
+		"periodic":      ramp(f.Periodicity, 0.3, 0.6),
+		"unknown_burst": 0,
+	}
+	if math.IsNaN(f.Burstiness) {
+		m["unknown_burst"] = 1
+	}
+	return m
+}
+
+// rules defines each class as the product of its statements.
+var rules = []struct {
+	class Class
+	terms []string
+}{
+	{Checkpoint, []string{"write_heavy", "large_writes", "bursty"}},
+	{AnalyticsScan, []string{"read_heavy", "sequential", "large_reads"}},
+	{TrainingRead, []string{"read_heavy", "partly_seq", "medium_reads", "steady"}},
+	{Inference, []string{"read_heavy", "random", "small_reads"}},
+}
+
+// Classify labels one window.
+func Classify(w Window, o Options) Label {
+	o = o.withDefaults()
+	f := Extract(w)
+	l := Label{Subject: w.Subject, Start: w.Start, End: w.End, Features: f, Scores: map[Class]float64{}}
+	if !(f.BytesPerSecond >= o.MinBytesPerSec) {
+		l.Class = Idle
+		return l
+	}
+	m := memberships(f)
+	f.supportingRamps = m
+	l.Features = f
+	best := 0.0
+	for _, r := range rules {
+		s := 1.0
+		for _, t := range r.terms {
+			s *= m[t]
+		}
+		l.Scores[r.class] = s
+		if s > best {
+			best, l.Class = s, r.class
+		}
+	}
+	l.Scores[Mixed] = 1 - best
+	if best < o.MinScore {
+		l.Class, l.Score = Mixed, 1-best
+	} else {
+		l.Score = best
+	}
+	return l
+}
+
+// Evidence explains a label: the features, then the statements of the
+// chosen class (or of the runner-up for mixed) with their truth.
+func (l Label) Evidence() []models.Evidence {
+	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	f := l.Features
+	var ev []models.Evidence
+	add := func(name string, v float64, unit, note string) {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			ev = append(ev, models.Evidence{Name: name, Value: r3(v), Unit: unit, Note: note})
+		}
+	}
+	add("read_fraction", f.ReadFraction, "ratio", "of bytes")
+	add("mean_read_bytes", f.MeanReadBytes, "B", "per request")
+	add("mean_write_bytes", f.MeanWriteBytes, "B", "per request")
+	add("sequential_fraction", f.Sequential, "ratio", "")
+	add("burstiness_cv", f.Burstiness, "", "coefficient of variation of bandwidth")
+	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
+	add("bytes_per_second", f.BytesPerSecond, "B/s", "")
+	explain := l.Class
+	if explain == Mixed {
+		best := 0.0
+		for _, r := range rules {
+			if s := l.Scores[r.class]; s > best {
+				best, explain = s, r.class
+			}
+		}
+		if best > 0 {
+			add("runner_up_"+string(explain), best, "", "best single class, below the minimum score")
+		}
+	}
+	for _, r := range rules {
+		if r.class != explain {
+			continue
+		}
+		for _, t := range r.terms {
+			add("why_"+t, f.supportingRamps[t], "", "fuzzy truth of the statement for class "+string(r.class))
+		}
+	}
+	for _, r := range rules {
+		add("score_"+string(r.class), l.Scores[r.class], "", "")
+	}
+	return ev
+}
+
+// group is the per-subject state of the classifier.
+type group struct {
+	stable       Class
+	stableSince  time.Time
+	stableScore  float64
+	cand         Class
+	candSince    time.Time
+	candCount    int
+	last         Label
+	profileStart time.Time
+}
+
+// Classifier labels windows and tracks each group's class over time. Feed
+// windows in time order per group with Observe; read findings with Findings.
+type Classifier struct {
+	opts    Options
+	groups  map[models.Subject]*group
+	pending []models.Finding
+}
+
+// New returns a classifier with opts (zero values take the defaults).
+func New(opts Options) (*Classifier, error) {
+	o := opts.withDefaults()
+	if o.MinScore <= 0 || o.MinScore > 1 || o.ConfirmWindows < 1 {
+		return nil, fmt.Errorf("invalid workload options: MinScore %v must be in (0, 1] and ConfirmWindows %d at least 1", o.MinScore, o.ConfirmWindows)
+	}
+	return &Classifier{opts: o, groups: map[models.Subject]*group{}}, nil
+}
+
+// Observe labels w and updates its group's class; it returns the label.
+func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
+	switch {
+	case !w.End.After(w.Start):
+		return Label{}, fmt.Errorf("cannot classify window of %q: end %s is not after start %s", w.Subject, w.End.Format(time.RFC3339), w.Start.Format(time.RFC3339))
+	case w.End.After(now):
+		return Label{}, fmt.Errorf("cannot classify window of %q: it ends at %s, after now %s", w.Subject, w.End.Format(time.RFC3339), now.Format(time.RFC3339))
+	case w.ReadBytes < 0 || w.WriteBytes < 0 || w.ReadOps < 0 || w.WriteOps < 0:
+		return Label{}, fmt.Errorf("cannot classify window of %q: negative byte or op count", w.Subject)
+	}
+	g := c.groups[w.Subject]
+	if g == nil {
+		g = &group{}
+		c.groups[w.Subject] = g
+	}
+	if !g.last.End.IsZero() && w.Start.Before(g.last.End) {
+		return Label{}, fmt.Errorf("cannot classify window of %q: it starts at %s, before the previous window ended at %s", w.Subject, w.Start.Format(time.RFC3339), g.last.End.Format(time.RFC3339))
+	}
+	l := Classify(w, c.opts)
+	g.last = l
+	if l.Class == Idle {
+		return l, nil
+	}
+	switch {
+	case g.stable == "":
+		g.stable, g.stableSince, g.stableScore = l.Class, l.Start, l.Score
+		g.cand = ""
+	case l.Class == g.stable:
+		g.cand, g.candCount = "", 0
+		g.stableScore = l.Score
+	default:
+		if l.Class != g.cand {
+			g.cand, g.candSince, g.candCount = l.Class, l.Start, 0
+		}
+		g.candCount++
+		if g.candCount >= c.opts.ConfirmWindows {
+			c.pending = append(c.pending, c.closedProfile(w.Subject, g, g.candSince), c.shift(w.Subject, g, l))
+			g.stable, g.stableSince, g.stableScore = g.cand, g.candSince, l.Score
+			g.cand, g.candCount = "", 0
+		}
+	}
+	return l, nil
+}
+
+func (c *Classifier) shift(s models.Subject, g *group, l Label) models.Finding {
+	ev := append([]models.Evidence{
+		{Name: "from_" + string(g.stable), Value: 1, Note: "class since " + g.stableSince.UTC().Format(time.RFC3339)},
+		{Name: "to_" + string(g.cand), Value: 1},
+	}, l.Evidence()...)
+	return models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", KindShift, s, g.candSince.UnixMilli()),
+		Kind:     KindShift,
+		Subject:  s,
+		Severity: models.SeverityInfo,
+		Score:    math.Round(l.Score*1000) / 1000,
+		Start:    g.candSince,
+		LastSeen: l.End,
+		End:      l.End,
+		Summary:  fmt.Sprintf("%s %s changed from %s to %s", s.Kind, s.ID, g.stable, g.cand),
+		Evidence: ev,
+	}
+}
+
+func (c *Classifier) profile(s models.Subject, g *group) models.Finding {
+	return models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", KindProfile, s, g.stableSince.UnixMilli()),
+		Kind:     KindProfile,
+		Subject:  s,
+		Severity: models.SeverityInfo,
+		Score:    math.Round(g.stableScore*1000) / 1000,
+		Start:    g.stableSince,
+		LastSeen: g.last.End,
+		Summary:  fmt.Sprintf("%s %s runs a %s workload", s.Kind, s.ID, g.stable),
+		Evidence: g.last.Evidence(),
+	}
+}
+
+func (c *Classifier) closedProfile(s models.Subject, g *group, end time.Time) models.Finding {
+	f := c.profile(s, g)
+	if end.Before(f.Start) {
+		end = f.Start
+	}
+	f.End, f.LastSeen = end, end
+	return f
+}
+
+// Class returns subject's confirmed class, or "" when it has none yet.
+func (c *Classifier) Class(subject models.Subject) Class {
+	if g := c.groups[subject]; g != nil {
+		return g.stable
+	}
+	return ""
+}
+
+// Findings returns the shifts and closed profiles since the last call and
+// every group's current workload_profile, sorted by id.
+func (c *Classifier) Findings(now time.Time) []models.Finding {
+	out := c.pending
+	c.pending = nil
+	for s, g := range c.groups {
+		if g.stable != "" {
+			out = append(out, c.profile(s, g))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,169 @@
+package workload
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/golden"
+	"github.com/ballast-io/ballast/models"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const mib = 1024 * 1024
+
+// shape builds a 5-minute window of a given kind of I/O.
+type shape struct {
+	readMiBs, writeMiBs float64 // MiB/s
+	readReq, writeReq   float64 // bytes per request
+	seq                 float64
+	bw                  []float64
+	periodicity         float64
+}
+
+var (
+	training   = shape{readMiBs: 800, writeMiBs: 5, readReq: 256 * 1024, writeReq: 64 * 1024, seq: 0.5, bw: []float64{790, 810, 805, 795, 800}}
+	checkpoint = shape{readMiBs: 10, writeMiBs: 900, readReq: 64 * 1024, writeReq: 4 * mib, seq: 0.95, bw: []float64{0, 0, 4000, 500, 0}, periodicity: 0.8}
+	inference  = shape{readMiBs: 300, writeMiBs: 1, readReq: 16 * 1024, writeReq: 4096, seq: 0.05, bw: []float64{280, 320, 300, 310, 290}}
+	analytics  = shape{readMiBs: 2000, writeMiBs: 20, readReq: 4 * mib, writeReq: mib, seq: 0.97, bw: []float64{1900, 2100, 2000, 2050, 1950}}
+	mixed      = shape{readMiBs: 400, writeMiBs: 350, readReq: 128 * 1024, writeReq: 128 * 1024, seq: 0.5, bw: []float64{700, 800, 750, 760, 740}}
+	idle       = shape{readMiBs: 0.1, writeMiBs: 0, readReq: 4096, writeReq: 4096, seq: math.NaN()}
+)
+
+func (s shape) window(subject models.Subject, i int) Window {
+	start := t0.Add(time.Duration(i) * 5 * time.Minute)
+	sec := 300.0
+	return Window{
+		Subject: subject, Start: start, End: start.Add(5 * time.Minute),
+		ReadBytes: s.readMiBs * mib * sec, WriteBytes: s.writeMiBs * mib * sec,
+		ReadOps: s.readMiBs * mib * sec / s.readReq, WriteOps: s.writeMiBs * mib * sec / s.writeReq,
+		Sequential: s.seq, Bandwidth: s.bw, Periodicity: s.periodicity,
+	}
+}
+
+type step struct {
+	shape shape
+	want  Class
+}
+
+// TestScenario scripts five groups over 12 windows: a training job that has
+// one odd analytics-like window (no shift) and then turns to inference (one
+// shift), a checkpoint writer, an analytics scan, a mixed HPC job and an idle
+// group. Every window's label must match the script; findings are golden.
+func TestScenario(t *testing.T) {
+	groups := map[string][]step{}
+	var tr []step
+	for i := range 12 {
+		switch {
+		case i == 4:
+			tr = append(tr, step{analytics, AnalyticsScan})
+		case i >= 7:
+			tr = append(tr, step{inference, Inference})
+		default:
+			tr = append(tr, step{training, TrainingRead})
+		}
+	}
+	groups["train-a"] = tr
+	for _, g := range []struct {
+		name string
+		s    shape
+		c    Class
+	}{{"ckpt-b", checkpoint, Checkpoint}, {"scan-c", analytics, AnalyticsScan}, {"hpc-d", mixed, Mixed}, {"idle-e", idle, Idle}} {
+		for range 12 {
+			groups[g.name] = append(groups[g.name], step{g.s, g.c})
+		}
+	}
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]models.Finding{}
+	correct, total := 0, 0
+	for i := range 12 {
+		now := t0.Add(time.Duration(i+1) * 5 * time.Minute)
+		for _, name := range []string{"ckpt-b", "hpc-d", "idle-e", "scan-c", "train-a"} {
+			st := groups[name][i]
+			l, err := c.Observe(now, st.shape.window(models.Subject{Kind: models.SubjectJob, ID: name}, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			total++
+			if l.Class == st.want {
+				correct++
+			} else {
+				t.Errorf("window %d of %s: got %s (scores %v); want %s", i, name, l.Class, l.Scores, st.want)
+			}
+		}
+		for _, f := range c.Findings(now) {
+			if err := f.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			seen[f.ID] = f
+		}
+	}
+	t.Logf("label accuracy %d/%d", correct, total)
+	var shifts []models.Finding
+	for _, f := range seen {
+		if f.Kind == KindShift {
+			shifts = append(shifts, f)
+		}
+	}
+	if len(shifts) != 1 || shifts[0].Subject.ID != "train-a" || !shifts[0].Start.Equal(t0.Add(35*time.Minute)) {
+		t.Fatalf("got shifts %+v; want one, train-a to inference from window 7 (35 min)", shifts)
+	}
+	if c.Class(models.Subject{Kind: models.SubjectJob, ID: "train-a"}) != Inference {
+		t.Errorf("train-a class %s; want inference", c.Class(models.Subject{Kind: models.SubjectJob, ID: "train-a"}))
+	}
+	out := make([]models.Finding, 0, len(seen))
+	for _, f := range seen {
+		out = append(out, f)
+	}
+	sortFindings(out)
+	golden.Check(t, "scenario.json", out)
+}
+
+func sortFindings(fs []models.Finding) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].ID < fs[j-1].ID; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+func TestEvidenceExplainsLabel(t *testing.T) {
+	l := Classify(checkpoint.window(models.Subject{Kind: models.SubjectJob, ID: "x"}, 0), Options{})
+	names := map[string]float64{}
+	for _, e := range l.Evidence() {
+		names[e.Name] = e.Value
+	}
+	for _, n := range []string{"read_fraction", "mean_write_bytes", "burstiness_cv", "why_write_heavy", "why_large_writes", "why_bursty"} {
+		if _, ok := names[n]; !ok {
+			t.Errorf("evidence lacks %s: %v", n, names)
+		}
+	}
+	if names["why_write_heavy"] != 1 {
+		t.Errorf("why_write_heavy = %v; want 1 for 99 %% writes", names["why_write_heavy"])
+	}
+}
+
+func TestObserveRejectsBadWindows(t *testing.T) {
+	c, _ := New(Options{})
+	s := models.Subject{Kind: models.SubjectJob, ID: "j"}
+	w := training.window(s, 1)
+	if _, err := c.Observe(w.End, w); err != nil {
+		t.Fatal(err)
+	}
+	bad := []Window{
+		{Subject: s, Start: w.End, End: w.End},
+		training.window(s, 0), // overlaps the previous window
+	}
+	neg := training.window(s, 2)
+	neg.ReadBytes = -1
+	bad = append(bad, neg)
+	for _, b := range bad {
+		if _, err := c.Observe(t0.Add(time.Hour), b); err == nil {
+			t.Errorf("Observe(%v–%v): got nil error; want one", b.Start, b.End)
+		}
+	}
+}
