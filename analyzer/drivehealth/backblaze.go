@@ -49,10 +49,12 @@ func addMediaErrors(o *Observation, v float64) {
 func ParseBackblaze(r io.Reader) ([]Drive, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
-	header, err := cr.Read()
+	rec, err := cr.Read()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read backblaze csv header: %w", err)
 	}
+	header := append([]string(nil), rec...) // ReuseRecord reuses rec
+
 	idx := map[string]int{}
 	for i, h := range header {
 		idx[h] = i

@@ -420,7 +420,7 @@ func ruleLatency(h []Observation, now time.Time, o *RuleOptions) []Hit {
 	n := 0
 	minRatio := math.Inf(1)
 	var since time.Time
-	for i := len(h) - 1; i >= 0 && !h[i].Time.Before(from); i-- {
+	for i := len(h) - 1; i >= 0 && h[i].Time.After(from); i-- {
 		r := h[i].LatencyVsPeers
 		if !known(r) {
 			continue
