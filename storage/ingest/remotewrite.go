@@ -41,10 +41,18 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("cannot unmarshal remote write protobuf: %w", err)
 	}
+	return b.AddTimeSeries(wr.Timeseries, lim, nil)
+}
+
+// AddTimeSeries validates remote-write series and appends them to b. With a
+// nil onReject the batch is all-or-nothing: the first bad sample fails the
+// call and b is left as it was. With onReject set (scrapes, where there is
+// no client to answer), bad samples are reported to it and skipped.
+func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(error)) error {
 	rows0, labels0 := len(b.rows), len(b.labels)
 	var ls []models.Label
-	for i := range wr.Timeseries {
-		ts := &wr.Timeseries[i]
+	for i := range tss {
+		ts := &tss[i]
 		name := ""
 		ls = ls[:0]
 		nameCount := 0
@@ -67,9 +75,17 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 			s := ts.Samples[j]
 			if err = b.add(name, ls, s.Timestamp, s.Value, true, lim); err != nil {
 				err = fmt.Errorf("sample %d: %w", j, err)
+				if onReject != nil {
+					onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err))
+					err = nil
+				}
 			}
 		}
 		if err != nil {
+			if onReject != nil {
+				onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err))
+				continue
+			}
 			b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
 			return fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err)
 		}

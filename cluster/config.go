@@ -1,0 +1,384 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Duration is a time.Duration that YAML reads from Go duration strings
+// ("15s", "2h30m") and also accepts d (24h) and w (7d) units, as operators
+// write retention.
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML renders the duration in its shortest Go form.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// String renders the duration, in days when it is a whole number of them.
+func (d Duration) String() string {
+	if d > 0 && time.Duration(d)%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(time.Duration(d)/(24*time.Hour)), 10) + "d"
+	}
+	return time.Duration(d).String()
+}
+
+// ParseDuration parses Go durations plus a trailing d (days) or w (weeks).
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			f, err := strconv.ParseFloat(n, 64)
+			if err != nil {
+				return 0, fmt.Errorf("cannot parse duration %q", s)
+			}
+			return time.Duration(f * float64(unit)), nil
+		}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("cannot parse duration %q: want a number with a unit such as 15s, 5m, 2h, 30d", s)
+	}
+	return v, nil
+}
+
+// Role names.
+const (
+	RoleMDS    = "mds"
+	RoleDS     = "ds"
+	RoleClient = "client"
+)
+
+// TelemetryConfig selects where ballast's own traces go.
+type TelemetryConfig struct {
+	// OTLPEndpoint is host:port of an OTLP/HTTP collector; empty disables
+	// trace export.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// OTLPInsecure sends OTLP over plain HTTP instead of HTTPS.
+	OTLPInsecure bool `yaml:"otlp_insecure"`
+	// ServiceName is the service.name resource attribute.
+	ServiceName string `yaml:"service_name"`
+	// SampleRatio is the share of pipeline ticks traced, 0..1.
+	SampleRatio float64 `yaml:"sample_ratio"`
+}
+
+// StorageConfig configures the embedded time-series store.
+type StorageConfig struct {
+	Retention        Duration `yaml:"retention"`
+	FlushInterval    Duration `yaml:"flush_interval"`
+	MinFreeDiskBytes int64    `yaml:"min_free_disk_bytes"`
+	MemoryBytes      int64    `yaml:"memory_bytes"`
+	QueryCache       bool     `yaml:"query_cache"`
+	LatencyOffset    Duration `yaml:"latency_offset"`
+}
+
+// IngestConfig bounds the push endpoints.
+type IngestConfig struct {
+	MaxBodyBytes int `yaml:"max_body_bytes"`
+}
+
+// ScrapeConfig lists the agents the MDS pulls from.
+type ScrapeConfig struct {
+	Interval Duration `yaml:"interval"`
+	Timeout  Duration `yaml:"timeout"`
+	// Targets are host:port of ds and client agents.
+	Targets []string `yaml:"targets"`
+	// TargetFiles are Prometheus file_sd files (JSON or YAML), re-read when
+	// they change.
+	TargetFiles []string `yaml:"target_files"`
+}
+
+// PipelineConfig sets the analysis cadence.
+type PipelineConfig struct {
+	Tick Duration `yaml:"tick"`
+}
+
+// MDSConfig is the configuration file of the mds role.
+type MDSConfig struct {
+	Role      string          `yaml:"role"`
+	Listen    string          `yaml:"listen"`
+	DataDir   string          `yaml:"data_dir"`
+	LogLevel  string          `yaml:"log_level"`
+	Storage   StorageConfig   `yaml:"storage"`
+	Ingest    IngestConfig    `yaml:"ingest"`
+	Scrape    ScrapeConfig    `yaml:"scrape"`
+	Pipeline  PipelineConfig  `yaml:"pipeline"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+}
+
+// RootsConfig are the host paths agents read; change them to point an agent
+// at a copied tree (tests, containers).
+type RootsConfig struct {
+	Proc string `yaml:"proc"`
+	Sys  string `yaml:"sys"`
+	Dev  string `yaml:"dev"`
+}
+
+// AgentConfig is the configuration file of the ds and client roles.
+type AgentConfig struct {
+	Role      string          `yaml:"role"`
+	Listen    string          `yaml:"listen"`
+	LogLevel  string          `yaml:"log_level"`
+	Roots     RootsConfig     `yaml:"roots"`
+	Telemetry TelemetryConfig `yaml:"telemetry"`
+	// Collectors turns collectors on or off by name, overriding the role's
+	// defaults, e.g. {nvme: false, smartctl: true}.
+	Collectors map[string]bool `yaml:"collectors"`
+	// CollectorTimeout bounds one collector run.
+	CollectorTimeout Duration `yaml:"collector_timeout"`
+	// CacheFor reuses a collection for scrapes that arrive within this window.
+	CacheFor Duration `yaml:"cache_for"`
+}
+
+// DefaultMDSConfig returns the mds defaults.
+func DefaultMDSConfig() MDSConfig {
+	return MDSConfig{
+		Role:     RoleMDS,
+		Listen:   "127.0.0.1:9750",
+		DataDir:  "ballast-data",
+		LogLevel: "info",
+		Storage: StorageConfig{
+			Retention:        Duration(30 * 24 * time.Hour),
+			FlushInterval:    Duration(5 * time.Second),
+			MinFreeDiskBytes: 100e6,
+			QueryCache:       true,
+			LatencyOffset:    0,
+		},
+		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20},
+		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second)},
+		Pipeline:  PipelineConfig{Tick: Duration(15 * time.Second)},
+		Telemetry: TelemetryConfig{ServiceName: "ballast", SampleRatio: 1},
+	}
+}
+
+// DefaultAgentConfig returns the defaults of the ds or client role.
+func DefaultAgentConfig(role string) AgentConfig {
+	listen := "127.0.0.1:9751"
+	if role == RoleClient {
+		listen = "127.0.0.1:9752"
+	}
+	return AgentConfig{
+		Role:             role,
+		Listen:           listen,
+		LogLevel:         "info",
+		Roots:            RootsConfig{Proc: "/proc", Sys: "/sys", Dev: "/dev"},
+		Telemetry:        TelemetryConfig{ServiceName: "ballast-" + role, SampleRatio: 1},
+		CollectorTimeout: Duration(5 * time.Second),
+		CacheFor:         Duration(time.Second),
+	}
+}
+
+// Validate reports the first bad field of c, naming it and its value.
+func (c *MDSConfig) Validate() error {
+	var errs []error
+	if c.Role != RoleMDS {
+		errs = append(errs, fmt.Errorf("role: %q is not %q", c.Role, RoleMDS))
+	}
+	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate())
+	if c.DataDir == "" {
+		errs = append(errs, fmt.Errorf("data_dir: must not be empty"))
+	}
+	s := &c.Storage
+	if time.Duration(s.Retention) < 24*time.Hour {
+		errs = append(errs, fmt.Errorf("storage.retention: %s is below the minimum of 24h", s.Retention))
+	}
+	if time.Duration(s.FlushInterval) < time.Second {
+		errs = append(errs, fmt.Errorf("storage.flush_interval: %s is below the minimum of 1s", s.FlushInterval))
+	}
+	if s.MinFreeDiskBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage.min_free_disk_bytes: %d is negative", s.MinFreeDiskBytes))
+	}
+	if s.MemoryBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage.memory_bytes: %d is negative", s.MemoryBytes))
+	}
+	if s.LatencyOffset < 0 {
+		errs = append(errs, fmt.Errorf("storage.latency_offset: %s is negative", s.LatencyOffset))
+	}
+	if c.Ingest.MaxBodyBytes < 1024 {
+		errs = append(errs, fmt.Errorf("ingest.max_body_bytes: %d is below the minimum of 1024", c.Ingest.MaxBodyBytes))
+	}
+	if time.Duration(c.Scrape.Interval) < time.Second {
+		errs = append(errs, fmt.Errorf("scrape.interval: %s is below the minimum of 1s", c.Scrape.Interval))
+	}
+	if c.Scrape.Timeout <= 0 || c.Scrape.Timeout > c.Scrape.Interval {
+		errs = append(errs, fmt.Errorf("scrape.timeout: %s must be positive and at most scrape.interval (%s)", c.Scrape.Timeout, c.Scrape.Interval))
+	}
+	for i, t := range c.Scrape.Targets {
+		if err := validateHostPort(t); err != nil {
+			errs = append(errs, fmt.Errorf("scrape.targets[%d]: %q: %w", i, t, err))
+		}
+	}
+	for i, f := range c.Scrape.TargetFiles {
+		if f == "" {
+			errs = append(errs, fmt.Errorf("scrape.target_files[%d]: must not be empty", i))
+		}
+	}
+	if time.Duration(c.Pipeline.Tick) < time.Second {
+		errs = append(errs, fmt.Errorf("pipeline.tick: %s is below the minimum of 1s", c.Pipeline.Tick))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports the bad fields of c, naming each and its value.
+func (c *AgentConfig) Validate() error {
+	var errs []error
+	if c.Role != RoleDS && c.Role != RoleClient {
+		errs = append(errs, fmt.Errorf("role: %q is not %q or %q", c.Role, RoleDS, RoleClient))
+	}
+	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate())
+	for name, p := range map[string]string{"roots.proc": c.Roots.Proc, "roots.sys": c.Roots.Sys, "roots.dev": c.Roots.Dev} {
+		if p == "" {
+			errs = append(errs, fmt.Errorf("%s: must not be empty", name))
+		}
+	}
+	if c.CollectorTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("collector_timeout: %s must be positive", c.CollectorTimeout))
+	}
+	if c.CacheFor < 0 {
+		errs = append(errs, fmt.Errorf("cache_for: %s is negative", c.CacheFor))
+	}
+	return errors.Join(errs...)
+}
+
+func (t *TelemetryConfig) validate() error {
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		return fmt.Errorf("telemetry.sample_ratio: %v is outside [0, 1]", t.SampleRatio)
+	}
+	if t.OTLPEndpoint != "" {
+		if err := validateHostPort(t.OTLPEndpoint); err != nil {
+			return fmt.Errorf("telemetry.otlp_endpoint: %q: %w", t.OTLPEndpoint, err)
+		}
+	}
+	return nil
+}
+
+func validateListen(field, addr string) error {
+	if err := validateHostPort(addr); err != nil {
+		return fmt.Errorf("%s: %q: %w", field, addr, err)
+	}
+	return nil
+}
+
+func validateHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not HOST:PORT")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+func validateLogLevel(l string) error {
+	switch l {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", l)
+}
+
+// decodeStrict decodes YAML into v, rejecting unknown fields and trailing
+// documents. yaml.v3 names the line and the field of an unknown key.
+func decodeStrict(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // an empty file keeps the defaults
+		}
+		return err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("more than one YAML document")
+	}
+	return nil
+}
+
+// LoadMDSConfig reads path over the defaults and validates the result.
+func LoadMDSConfig(path string) (MDSConfig, error) {
+	c := DefaultMDSConfig()
+	if err := loadFile(path, &c); err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("invalid config %q:\n%w", path, err)
+	}
+	return c, nil
+}
+
+// LoadAgentConfig reads path over the defaults of role and validates it.
+func LoadAgentConfig(path, role string) (AgentConfig, error) {
+	c := DefaultAgentConfig(role)
+	if err := loadFile(path, &c); err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("invalid config %q:\n%w", path, err)
+	}
+	return c, nil
+}
+
+func loadFile(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cannot read config %q: %w", path, err)
+	}
+	if err := decodeStrict(data, v); err != nil {
+		return fmt.Errorf("cannot parse config %q: %w", path, err)
+	}
+	return nil
+}
+
+// FileRole returns the role: field of a config file, to pick its schema.
+func FileRole(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cannot read config %q: %w", path, err)
+	}
+	var probe struct {
+		Role string `yaml:"role"`
+	}
+	if err := yaml.Unmarshal(data, &probe); err != nil {
+		return "", fmt.Errorf("cannot parse config %q: %w", path, err)
+	}
+	switch probe.Role {
+	case RoleMDS, RoleDS, RoleClient:
+		return probe.Role, nil
+	case "":
+		return "", fmt.Errorf("config %q has no role: field; set role: mds, ds or client", path)
+	}
+	return "", fmt.Errorf("config %q: role: %q is not mds, ds or client", path, probe.Role)
+}
+
+// CheckFile loads and validates a config of any role.
+func CheckFile(path string) (string, error) {
+	role, err := FileRole(path)
+	if err != nil {
+		return "", err
+	}
+	if role == RoleMDS {
+		_, err = LoadMDSConfig(path)
+	} else {
+		_, err = LoadAgentConfig(path, role)
+	}
+	return role, err
+}

@@ -1,0 +1,297 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Source produces samples: a collector run locally, a twin node rendered
+// and parsed, a pull from somewhere. Collect must honour ctx.
+type Source interface {
+	Name() string
+	Collect(ctx context.Context, now time.Time) ([]models.Sample, error)
+}
+
+// Appender is where the pipeline writes samples (storage.Appender).
+type Appender interface {
+	Append(ctx context.Context, samples []models.Sample) error
+}
+
+// Stage runs one analyzer on a tick: it reads what the analyzer needs (from
+// storage or its own state), calls the pure analyzer with now, and returns
+// the findings of this tick.
+type Stage interface {
+	Name() string
+	Run(ctx context.Context, now time.Time) ([]models.Finding, error)
+}
+
+// Actuator receives the findings of every tick. Actuators are level-based:
+// they reconcile toward what the findings ask for, so being handed the same
+// finding twice is harmless.
+type Actuator interface {
+	Name() string
+	Reconcile(ctx context.Context, now time.Time, findings []models.Finding) error
+}
+
+// SourceSpec schedules one source.
+type SourceSpec struct {
+	Source   Source
+	Interval time.Duration
+	// Timeout bounds one run; default min(Interval, 30s).
+	Timeout time.Duration
+}
+
+// PipelineOptions configure a Pipeline.
+type PipelineOptions struct {
+	Sources   []SourceSpec
+	Appender  Appender
+	Stages    []Stage
+	Actuators []Actuator
+	// Tick is the cadence of Run on the real clock. Default 15 s.
+	Tick time.Duration
+	// Jitter spreads source runs by up to this share of their interval
+	// (default 0.1) so that many agents do not fire in lockstep. Drawn
+	// from Seed, so simulated runs stay deterministic.
+	Jitter float64
+	Seed   uint64
+	// Tracer wraps every stage in a span; default no-op.
+	Tracer trace.Tracer
+	// Metrics receives ballast_pipeline_* metrics; default a private set.
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+	// OnFindings, when set, sees every tick's findings after the actuators.
+	OnFindings func(now time.Time, fs []models.Finding)
+}
+
+// Pipeline runs sources on their intervals, writes what they produce, then
+// runs every stage and hands the findings to every actuator. Tick does one
+// round at a given instant, so a simulated clock drives it by calling Tick;
+// Start drives it from the real clock.
+type Pipeline struct {
+	opts PipelineOptions
+	rng  *rand.Rand
+	next []time.Time // next due time per source
+
+	tickMu sync.Mutex // one tick at a time
+
+	lifeMu  sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+
+	tickDur *metrics.Summary
+}
+
+// NewPipeline checks opts and returns a pipeline; it starts nothing.
+func NewPipeline(opts PipelineOptions) (*Pipeline, error) {
+	if opts.Appender == nil && len(opts.Sources) > 0 {
+		return nil, errors.New("pipeline has sources but no appender")
+	}
+	for i, s := range opts.Sources {
+		if s.Source == nil || s.Interval <= 0 {
+			return nil, fmt.Errorf("pipeline source %d: needs a source and a positive interval", i)
+		}
+		if s.Timeout <= 0 {
+			opts.Sources[i].Timeout = min(s.Interval, 30*time.Second)
+		}
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = 15 * time.Second
+	}
+	if opts.Jitter == 0 {
+		opts.Jitter = 0.1
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = noop.NewTracerProvider().Tracer("ballast")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewSet()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Pipeline{
+		opts:    opts,
+		rng:     rand.New(rand.NewPCG(opts.Seed, 0x62616c6c617374)),
+		next:    make([]time.Time, len(opts.Sources)),
+		tickDur: opts.Metrics.GetOrCreateSummary(`ballast_pipeline_tick_duration_seconds`),
+	}, nil
+}
+
+// TickResult reports what one tick did.
+type TickResult struct {
+	Samples  int
+	Findings []models.Finding
+	Errors   []error
+}
+
+// Tick runs one round at now: due sources (in parallel, each under its
+// timeout), then every stage, then every actuator. A failing source, stage
+// or actuator is logged and counted; the others still run.
+func (p *Pipeline) Tick(ctx context.Context, now time.Time) TickResult {
+	p.tickMu.Lock()
+	defer p.tickMu.Unlock()
+	start := time.Now()
+	defer p.tickDur.UpdateDuration(start)
+	ctx, span := p.opts.Tracer.Start(ctx, "pipeline.tick", trace.WithAttributes(attribute.String("now", now.UTC().Format(time.RFC3339))))
+	defer span.End()
+
+	var res TickResult
+	res.Samples, res.Errors = p.collect(ctx, now)
+	for _, st := range p.opts.Stages {
+		sctx, sp := p.opts.Tracer.Start(ctx, "analyze."+st.Name())
+		fs, err := st.Run(sctx, now)
+		p.count("stage", st.Name(), err)
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+			res.Errors = append(res.Errors, fmt.Errorf("stage %s: %w", st.Name(), err))
+		}
+		sp.SetAttributes(attribute.Int("findings", len(fs)))
+		sp.End()
+		res.Findings = append(res.Findings, fs...)
+	}
+	for _, a := range p.opts.Actuators {
+		actx, sp := p.opts.Tracer.Start(ctx, "act."+a.Name())
+		err := a.Reconcile(actx, now, res.Findings)
+		p.count("actuator", a.Name(), err)
+		if err != nil {
+			sp.RecordError(err)
+			sp.SetStatus(codes.Error, err.Error())
+			res.Errors = append(res.Errors, fmt.Errorf("actuator %s: %w", a.Name(), err))
+		}
+		sp.End()
+	}
+	if p.opts.OnFindings != nil {
+		p.opts.OnFindings(now, res.Findings)
+	}
+	for _, err := range res.Errors {
+		p.opts.Logger.Warn("pipeline step failed", "err", err)
+	}
+	span.SetAttributes(attribute.Int("samples", res.Samples), attribute.Int("findings", len(res.Findings)))
+	return res
+}
+
+func (p *Pipeline) count(kind, name string, err error) {
+	ok := "true"
+	if err != nil {
+		ok = "false"
+	}
+	p.opts.Metrics.GetOrCreateCounter(fmt.Sprintf(`ballast_pipeline_runs_total{kind=%q,name=%q,success=%q}`, kind, name, ok)).Inc()
+}
+
+// collect runs the sources due at now concurrently and appends their output
+// in source order, so that the stored result does not depend on scheduling.
+func (p *Pipeline) collect(ctx context.Context, now time.Time) (int, []error) {
+	type out struct {
+		samples []models.Sample
+		err     error
+	}
+	results := make([]out, len(p.opts.Sources))
+	var wg sync.WaitGroup
+	for i, spec := range p.opts.Sources {
+		if now.Before(p.next[i]) {
+			continue
+		}
+		jitter := time.Duration(p.rng.Float64() * p.opts.Jitter * float64(spec.Interval))
+		if p.next[i].IsZero() {
+			p.next[i] = now.Add(jitter)
+			if jitter > 0 {
+				continue // first run after the initial spread
+			}
+		}
+		p.next[i] = now.Add(spec.Interval).Add(jitter - time.Duration(p.opts.Jitter*float64(spec.Interval))/2)
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+			defer cancel()
+			cctx, sp := p.opts.Tracer.Start(cctx, "collect."+spec.Source.Name())
+			defer sp.End()
+			s, err := spec.Source.Collect(cctx, now)
+			if err == nil && cctx.Err() != nil {
+				err = fmt.Errorf("timed out after %s", spec.Timeout)
+			}
+			if err != nil {
+				sp.RecordError(err)
+				sp.SetStatus(codes.Error, err.Error())
+			}
+			results[i] = out{s, err}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	n := 0
+	for i, r := range results {
+		if r.err == nil && len(r.samples) > 0 && p.opts.Appender != nil {
+			r.err = p.opts.Appender.Append(ctx, r.samples)
+			if r.err == nil {
+				n += len(r.samples)
+			}
+		}
+		if r.samples != nil || r.err != nil {
+			p.count("source", p.opts.Sources[i].Source.Name(), r.err)
+		}
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("source %s: %w", p.opts.Sources[i].Source.Name(), r.err))
+		}
+	}
+	return n, errs
+}
+
+// Start runs Tick on the real clock every opts.Tick until Stop. It is
+// idempotent.
+func (p *Pipeline) Start() {
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if p.started {
+		return
+	}
+	p.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(p.opts.Tick)
+		defer t.Stop()
+		p.Tick(ctx, time.Now())
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				p.Tick(ctx, now)
+			}
+		}
+	}()
+}
+
+// Stop cancels the running tick and waits for it, at most until ctx ends.
+// It is idempotent.
+func (p *Pipeline) Stop(ctx context.Context) error {
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if !p.started || p.cancel == nil {
+		return nil
+	}
+	p.cancel()
+	p.cancel = nil
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot stop pipeline: tick still running: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ballast-io/ballast/cluster"
+)
+
+func init() {
+	register(&command{
+		name:    "config check",
+		summary: "validate a config file of any role and exit",
+		run: func(_ context.Context, env *cmdEnv, args []string) error {
+			fs := newFlagSet(env, "config check", `Usage: ballast config check FILE
+
+Loads FILE the way its role would (the role: field picks mds, ds or client),
+rejects unknown fields and bad values with the field name and value, and
+exits 0 when it is valid. Every field is documented in docs/config.md.`)
+			if err := parseFlags(fs, args); err != nil {
+				return err
+			}
+			if fs.NArg() != 1 {
+				return fmt.Errorf("%w: want exactly one FILE, got %d arguments", errUsage, fs.NArg())
+			}
+			role, err := cluster.CheckFile(fs.Arg(0))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.stdout, "%s: valid %s config\n", fs.Arg(0), role)
+			return nil
+		},
+	})
+}
