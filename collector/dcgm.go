@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -42,7 +43,7 @@ type gpuSource interface {
 type dcgmField struct {
 	Field  string  // DCGM field name, as in dcgm_fields.h and dcgm-exporter
 	Metric string  // ballast metric
-	Scale  float64 // DCGM unit → base unit
+	Scale  float64 // DCGM unit → base unit: a multiplier, or a divisor when below 1 (1/Scale is exact for the values used), so that mJ → J and % → ratio divide exactly
 	Extra  string  // value of the metric's extra label (type, cause), if any
 	Prof   bool    // profiling field: needs the DCGM profiling module
 }
@@ -95,7 +96,12 @@ func gpuSamples(rs []gpuReading) []Sample {
 			if f.Extra != "" {
 				l = append(l, f.Extra)
 			}
-			out = append(out, Sample{f.Metric, l, v * f.Scale})
+			if f.Scale < 1 {
+				v /= math.Round(1 / f.Scale)
+			} else {
+				v *= f.Scale
+			}
+			out = append(out, Sample{f.Metric, l, v})
 		}
 	}
 	return out
