@@ -371,7 +371,7 @@ func (c *Classifier) profile(s models.Subject, g *group) models.Finding {
 		Score:    math.Round(g.stableScore*1000) / 1000,
 		Start:    g.stableSince,
 		LastSeen: g.last.End,
-		Summary:  fmt.Sprintf("%s %s runs a %s workload", s.Kind, s.ID, g.stable),
+		Summary:  fmt.Sprintf("%s %s runs workload class %s", s.Kind, s.ID, g.stable),
 		Evidence: g.last.Evidence(),
 	}
 }
