@@ -168,7 +168,8 @@ func (b *LayoutStatsBatch) Validate() error {
 		return fieldErr("reports", "batch has no reports")
 	}
 	for i := range b.Reports {
-		if err := b.Reports[i].validate("reports[" + strconv.Itoa(i) + "]"); err != nil {
+		if err := b.Reports[i].validate(); err != nil {
+			err.Path = "reports[" + strconv.Itoa(i) + "]." + err.Path
 			return err
 		}
 	}
@@ -176,89 +177,98 @@ func (b *LayoutStatsBatch) Validate() error {
 }
 
 // Validate checks one report; errors name fields relative to the report.
-func (r *FFIOStats4) Validate() error { return r.validate("") }
-
-func join(prefix, name string) string {
-	if prefix == "" {
-		return name
-	}
-	return prefix + "." + name
-}
-
-func (r *FFIOStats4) validate(p string) error {
-	if r.Length == 0 {
-		return fieldErr(join(p, "ffis_length"), "must not be zero")
-	}
-	if r.Length != math.MaxUint64 && r.Offset > math.MaxUint64-r.Length {
-		return fieldErr(join(p, "ffis_length"), "offset %d + length %d overflows 64 bits (use length %d for \"to the end of file\")", r.Offset, r.Length, uint64(math.MaxUint64))
-	}
-	if err := checkHex(join(p, "ffis_stateid.other"), r.Stateid.Other, StateidOtherSize, StateidOtherSize); err != nil {
+func (r *FFIOStats4) Validate() error {
+	if err := r.validate(); err != nil {
 		return err
-	}
-	if err := checkHex(join(p, "ffis_deviceid"), r.DeviceID, DeviceIDSize, DeviceIDSize); err != nil {
-		return err
-	}
-	lu := &r.LayoutUpdate
-	lp := join(p, "ffis_layoutupdate")
-	if _, err := lu.Addr.AddrPort(); err != nil {
-		return fieldErr(join(lp, "ffl_addr"), "%s", err.Error())
-	}
-	if err := checkHex(join(lp, "ffl_fhandle"), lu.FHandle, 1, MaxFileHandle); err != nil {
-		return err
-	}
-	if err := lu.Duration.validate(join(lp, "ffl_duration")); err != nil {
-		return err
-	}
-	if lu.Duration.Seconds == 0 && lu.Duration.Nseconds == 0 {
-		return fieldErr(join(lp, "ffl_duration"), "must be positive")
-	}
-	dur := lu.Duration.Duration()
-	if err := lu.Read.validate(join(lp, "ffl_read"), dur); err != nil {
-		return err
-	}
-	return lu.Write.validate(join(lp, "ffl_write"), dur)
-}
-
-func (t NFSTime4) validate(p string) error {
-	if t.Seconds < 0 {
-		return fieldErr(p+".seconds", "%d is negative; a duration cannot be", t.Seconds)
-	}
-	if t.Seconds > MaxNFSTimeSeconds {
-		return fieldErr(p+".seconds", "%d exceeds the limit of %d", t.Seconds, int64(MaxNFSTimeSeconds))
-	}
-	if t.Nseconds >= 1e9 {
-		return fieldErr(p+".nseconds", "%d is not below 1000000000", t.Nseconds)
 	}
 	return nil
 }
 
-func (l *FFIOLatency4) validate(p string, duration time.Duration) error {
-	if l.OpsCompleted > l.OpsRequested {
-		return fieldErr(p+".ffil_ops_completed", "completed (%d) exceeds requested (%d)", l.OpsCompleted, l.OpsRequested)
+// under prefixes the path of err, if any, with p. Paths are built only on
+// error so that validating a valid report allocates nothing.
+func under(p string, err *FieldError) *FieldError {
+	if err != nil {
+		err.Path = p + "." + err.Path
 	}
-	if l.BytesCompleted > l.BytesRequested {
-		return fieldErr(p+".ffil_bytes_completed", "completed (%d) exceeds requested (%d)", l.BytesCompleted, l.BytesRequested)
+	return err
+}
+
+func (r *FFIOStats4) validate() *FieldError {
+	if r.Length == 0 {
+		return fieldErr("ffis_length", "must not be zero")
 	}
-	if l.BytesNotDelivered > l.BytesRequested-l.BytesCompleted {
-		return fieldErr(p+".ffil_bytes_not_delivered", "completed (%d) + not delivered (%d) exceeds requested (%d)", l.BytesCompleted, l.BytesNotDelivered, l.BytesRequested)
+	if r.Length != math.MaxUint64 && r.Offset > math.MaxUint64-r.Length {
+		return fieldErr("ffis_length", "offset %d + length %d overflows 64 bits (use length %d for \"to the end of file\")", r.Offset, r.Length, uint64(math.MaxUint64))
 	}
-	if err := l.TotalBusyTime.validate(p + ".ffil_total_busy_time"); err != nil {
+	if err := checkHex("ffis_stateid.other", r.Stateid.Other, StateidOtherSize, StateidOtherSize); err != nil {
 		return err
 	}
-	if err := l.AggregateCompletionTime.validate(p + ".ffil_aggregate_completion_time"); err != nil {
+	if err := checkHex("ffis_deviceid", r.DeviceID, DeviceIDSize, DeviceIDSize); err != nil {
+		return err
+	}
+	return under("ffis_layoutupdate", r.LayoutUpdate.validate())
+}
+
+func (lu *FFLayoutUpdate4) validate() *FieldError {
+	if _, err := lu.Addr.AddrPort(); err != nil {
+		return fieldErr("ffl_addr", "%s", err.Error())
+	}
+	if err := checkHex("ffl_fhandle", lu.FHandle, 1, MaxFileHandle); err != nil {
+		return err
+	}
+	if err := under("ffl_duration", lu.Duration.validate()); err != nil {
+		return err
+	}
+	if lu.Duration.Seconds == 0 && lu.Duration.Nseconds == 0 {
+		return fieldErr("ffl_duration", "must be positive")
+	}
+	dur := lu.Duration.Duration()
+	if err := under("ffl_read", lu.Read.validate(dur)); err != nil {
+		return err
+	}
+	return under("ffl_write", lu.Write.validate(dur))
+}
+
+func (t NFSTime4) validate() *FieldError {
+	if t.Seconds < 0 {
+		return fieldErr("seconds", "%d is negative; a duration cannot be", t.Seconds)
+	}
+	if t.Seconds > MaxNFSTimeSeconds {
+		return fieldErr("seconds", "%d exceeds the limit of %d", t.Seconds, int64(MaxNFSTimeSeconds))
+	}
+	if t.Nseconds >= 1e9 {
+		return fieldErr("nseconds", "%d is not below 1000000000", t.Nseconds)
+	}
+	return nil
+}
+
+func (l *FFIOLatency4) validate(duration time.Duration) *FieldError {
+	if l.OpsCompleted > l.OpsRequested {
+		return fieldErr("ffil_ops_completed", "completed (%d) exceeds requested (%d)", l.OpsCompleted, l.OpsRequested)
+	}
+	if l.BytesCompleted > l.BytesRequested {
+		return fieldErr("ffil_bytes_completed", "completed (%d) exceeds requested (%d)", l.BytesCompleted, l.BytesRequested)
+	}
+	if l.BytesNotDelivered > l.BytesRequested-l.BytesCompleted {
+		return fieldErr("ffil_bytes_not_delivered", "completed (%d) + not delivered (%d) exceeds requested (%d)", l.BytesCompleted, l.BytesNotDelivered, l.BytesRequested)
+	}
+	if err := under("ffil_total_busy_time", l.TotalBusyTime.validate()); err != nil {
+		return err
+	}
+	if err := under("ffil_aggregate_completion_time", l.AggregateCompletionTime.validate()); err != nil {
 		return err
 	}
 	if busy := l.TotalBusyTime.Duration(); busy > duration {
-		return fieldErr(p+".ffil_total_busy_time", "busy time (%s) exceeds ffl_duration (%s)", busy, duration)
+		return fieldErr("ffil_total_busy_time", "busy time (%s) exceeds ffl_duration (%s)", busy, duration)
 	}
 	if l.OpsCompleted == 0 && (l.AggregateCompletionTime.Seconds != 0 || l.AggregateCompletionTime.Nseconds != 0) {
-		return fieldErr(p+".ffil_aggregate_completion_time", "is %s with no completed operations", l.AggregateCompletionTime.Duration())
+		return fieldErr("ffil_aggregate_completion_time", "is %s with no completed operations", l.AggregateCompletionTime.Duration())
 	}
 	return nil
 }
 
 // checkHex checks that s is hexadecimal encoding min to max bytes.
-func checkHex(path, s string, min, max int) error {
+func checkHex(path, s string, min, max int) *FieldError {
 	if s == "" {
 		return fieldErr(path, "must not be empty")
 	}

@@ -103,8 +103,11 @@ type aggregate struct {
 	label   string // the deviceid or DS address
 	streams int
 	dir     [2]dirSums
-	txn     uint64 // the transaction that last saved an undo copy
-	touched bool   // changed in the open transaction
+	// dirty is set when the sums change and cleared when they are written;
+	// lastEmit is the now of the last write.
+	dirty    bool
+	lastEmit time.Time
+	txn      uint64 // the transaction that last saved an undo copy
 }
 
 func (a *aggregate) add(c *contribution) {
@@ -130,28 +133,29 @@ func (a *aggregate) apply(c *contribution, op func(*u128, uint64)) {
 	}
 }
 
-// aggUndo restores one aggregate: its value before the transaction, and
-// whether the transaction added it to m (rollback deletes it) or removed it
-// from m (rollback puts it back).
+// aggUndo restores one aggregate: its value before the transaction, or
+// that the transaction added it to m (rollback deletes it) or removed it
+// from m (rollback puts it back; an earlier entry restores its value).
 type aggUndo struct {
 	agg     *aggregate
 	prev    aggregate
 	m       map[string]*aggregate
 	added   bool
-	restore bool
+	removed bool
 }
 
-// touch records agg's value before this transaction first changes it and
-// marks it for sample output.
-func (in *Ingester) touch(agg *aggregate, m map[string]*aggregate) {
+// save records agg's value before this transaction first changes it.
+func (in *Ingester) save(agg *aggregate, m map[string]*aggregate) {
 	if agg.txn != in.txn {
 		in.undoAggs = append(in.undoAggs, aggUndo{agg: agg, prev: *agg, m: m})
 		agg.txn = in.txn
 	}
-	if !agg.touched {
-		agg.touched = true
-		in.touched = append(in.touched, agg)
-	}
+}
+
+// touch saves agg and marks it changed.
+func (in *Ingester) touch(agg *aggregate, m map[string]*aggregate) {
+	in.save(agg, m)
+	agg.dirty = true
 }
 
 func (in *Ingester) getAgg(m map[string]*aggregate, names *seriesNames, label string) *aggregate {
@@ -159,11 +163,9 @@ func (in *Ingester) getAgg(m map[string]*aggregate, names *seriesNames, label st
 		in.touch(a, m)
 		return a
 	}
-	a := &aggregate{names: names, label: label, txn: in.txn}
+	a := &aggregate{names: names, label: label, txn: in.txn, dirty: true}
 	m[label] = a
 	in.undoAggs = append(in.undoAggs, aggUndo{agg: a, m: m, added: true})
-	a.touched = true
-	in.touched = append(in.touched, a)
 	return a
 }
 
@@ -186,14 +188,14 @@ func (in *Ingester) setContribution(st *stripeState, d *models.StripeDelta, now 
 	st.contrib = contribOf(d)
 	st.contribAt = now
 	st.device = in.getAgg(in.devices, deviceNames, d.DeviceID)
-	st.ds = in.getAgg(in.servers, dsNames, d.DS)
+	st.ds = in.getAgg(in.servers, dsNames, st.dsName)
 	st.device.add(&st.contrib)
 	st.ds.add(&st.contrib)
 }
 
-// sweep forgets keys idle for longer than IdleTimeout, takes intervals
-// older than StaleAfter out of the aggregates and drops aggregates left
-// with no streams. It returns how many keys it forgot.
+// sweep forgets keys idle for longer than IdleTimeout and takes intervals
+// older than StaleAfter out of the aggregates. It returns how many keys it
+// forgot. Aggregates left with no streams go when their zeros are written.
 func (in *Ingester) sweep(now time.Time) int {
 	in.lastSweep = now
 	evicted := 0
@@ -210,66 +212,73 @@ func (in *Ingester) sweep(now time.Time) int {
 			evicted++
 		}
 	}
-	for _, a := range in.touched {
-		if a.streams == 0 {
-			m := in.devices
-			if a.names == dsNames {
-				m = in.servers
-			}
-			if m[a.label] == a {
-				in.undoAggs = append(in.undoAggs, aggUndo{agg: a, prev: *a, m: m, restore: true})
-				delete(m, a.label)
-			}
-		}
-	}
 	return evicted
-}
-
-func (in *Ingester) clearTouched() {
-	for _, a := range in.touched {
-		a.touched = false
-	}
-	in.touched = in.touched[:0]
 }
 
 var opNames = [2]string{"read", "write"}
 
-// samples renders the series of every aggregate the transaction touched,
-// sorted by kind and label so that output is deterministic. An aggregate
-// with no completed operations in a direction has no latency sample (the
-// mean of nothing is not a number, which the store cannot keep).
-func (in *Ingester) samples(end time.Time, out []models.Sample) []models.Sample {
-	sort.Slice(in.touched, func(i, j int) bool {
-		a, b := in.touched[i], in.touched[j]
+// samples renders the series of every dirty aggregate not written in the
+// last EmitInterval, sorted by kind and label so that output is
+// deterministic, and forgets aggregates left with no streams once their
+// zeros are written. An aggregate with no completed operations in a
+// direction has no latency sample (the mean of nothing is not a number,
+// which the store cannot keep).
+func (in *Ingester) samples(now, end time.Time, out []models.Sample) []models.Sample {
+	in.emit = in.emit[:0]
+	for _, m := range [2]map[string]*aggregate{in.devices, in.servers} {
+		for _, a := range m {
+			if a.dirty && (a.lastEmit.IsZero() || now.Sub(a.lastEmit) >= in.opts.EmitInterval) {
+				in.emit = append(in.emit, a)
+			}
+		}
+	}
+	sort.Slice(in.emit, func(i, j int) bool {
+		a, b := in.emit[i], in.emit[j]
 		if a.names != b.names {
 			return a.names == deviceNames
 		}
 		return a.label < b.label
 	})
 	ts := end.UnixMilli()
-	for _, a := range in.touched {
-		n := a.names
-		out = append(out, models.Sample{Name: n.streams, Labels: []models.Label{{Name: n.label, Value: a.label}},
-			Timestamp: ts, Value: float64(a.streams)})
-		for i := range a.dir {
-			s := &a.dir[i]
-			lbl := []models.Label{{Name: n.label, Value: a.label}, {Name: models.LabelLayoutStatsOp, Value: opNames[i]}}
-			add := func(name string, v float64) {
-				out = append(out, models.Sample{Name: name, Labels: lbl, Timestamp: ts, Value: v})
-			}
-			add(n.ops, s.ops.float()/rateScale)
-			add(n.bytes, s.bytes.float()/rateScale)
-			add(n.notDelivered, s.notDelivered.float()/rateScale)
-			busy := s.busy.float() / ratioScale
-			add(n.busy, busy)
-			util := 0.0
-			if a.streams > 0 {
-				util = busy / float64(a.streams)
-			}
-			add(n.util, util)
-			if ops := s.completedOps.float(); ops > 0 {
-				add(n.latency, s.completionNs.float()/ops/1e9)
-			}
+	for _, a := range in.emit {
+		m := in.devices
+		if a.names == dsNames {
+			m = in.servers
+		}
+		in.save(a, m)
+		a.dirty, a.lastEmit = false, now
+		out = a.render(ts, out)
+		if a.streams == 0 {
+			delete(m, a.label)
+			in.undoAggs = append(in.undoAggs, aggUndo{agg: a, m: m, removed: true})
+		}
+	}
+	return out
+}
+
+// render appends the aggregate's series at timestamp ts (milliseconds).
+func (a *aggregate) render(ts int64, out []models.Sample) []models.Sample {
+	n := a.names
+	out = append(out, models.Sample{Name: n.streams, Labels: []models.Label{{Name: n.label, Value: a.label}},
+		Timestamp: ts, Value: float64(a.streams)})
+	for i := range a.dir {
+		s := &a.dir[i]
+		lbl := []models.Label{{Name: n.label, Value: a.label}, {Name: models.LabelLayoutStatsOp, Value: opNames[i]}}
+		add := func(name string, v float64) {
+			out = append(out, models.Sample{Name: name, Labels: lbl, Timestamp: ts, Value: v})
+		}
+		add(n.ops, s.ops.float()/rateScale)
+		add(n.bytes, s.bytes.float()/rateScale)
+		add(n.notDelivered, s.notDelivered.float()/rateScale)
+		busy := s.busy.float() / ratioScale
+		add(n.busy, busy)
+		util := 0.0
+		if a.streams > 0 {
+			util = busy / float64(a.streams)
+		}
+		add(n.util, util)
+		if ops := s.completedOps.float(); ops > 0 {
+			add(n.latency, s.completionNs.float()/ops/1e9)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package layoutstats
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,18 +127,18 @@ const (
 //
 // A delta whose busy time exceeds its interval is a conflict too: utilisation
 // cannot exceed 1.
-func diff(path string, prev, cur *counterVec, prevDur, curDur time.Duration) (step, counterVec, time.Duration, error) {
+func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration) (step, counterVec, time.Duration, error) {
 	var d counterVec
 	if curDur == prevDur {
 		if *cur == *prev {
 			return stepDuplicate, d, 0, nil
 		}
 		i := firstDifferent(prev, cur)
-		return 0, d, 0, &ConflictError{Path: join(path, counterPaths[i]),
+		return 0, d, 0, &ConflictError{Path: reportPath(report, counterPaths[i]),
 			Reason: fmt.Sprintf("changed from %d to %d while ffis_layoutupdate.ffl_duration stayed at %s", prev[i], cur[i], curDur)}
 	}
 	if curDur < prevDur {
-		return stepReset, *cur, curDur, checkBusy(path, cur, curDur)
+		return stepReset, *cur, curDur, checkBusy(report, cur, curDur)
 	}
 	interval := curDur - prevDur
 	dropped, kept := -1, -1
@@ -152,17 +153,17 @@ func diff(path string, prev, cur *counterVec, prevDur, curDur time.Duration) (st
 		}
 	}
 	if dropped >= 0 && kept < 0 {
-		return stepReset, *cur, interval, checkBusy(path, cur, interval)
+		return stepReset, *cur, interval, checkBusy(report, cur, interval)
 	}
 	if dropped >= 0 {
-		return 0, d, 0, &ConflictError{Path: join(path, counterPaths[dropped]),
+		return 0, d, 0, &ConflictError{Path: reportPath(report, counterPaths[dropped]),
 			Reason: fmt.Sprintf("went backwards from %d to %d without a reset (%s did not drop too, and ffl_duration advanced from %s to %s)",
 				prev[dropped], cur[dropped], counterPaths[kept], prevDur, curDur)}
 	}
 	for i := range cur {
 		d[i] = cur[i] - prev[i]
 	}
-	return stepForward, d, interval, checkBusy(path, &d, interval)
+	return stepForward, d, interval, checkBusy(report, &d, interval)
 }
 
 func firstDifferent(a, b *counterVec) int {
@@ -175,14 +176,20 @@ func firstDifferent(a, b *counterVec) int {
 }
 
 // checkBusy refuses a delta whose busy time is longer than its interval.
-func checkBusy(path string, d *counterVec, interval time.Duration) error {
+func checkBusy(report int, d *counterVec, interval time.Duration) error {
 	for _, base := range [2]int{readLatency, writeLatency} {
 		if busy := time.Duration(d[base+lBusyNs]); busy > interval {
-			return &ConflictError{Path: join(path, counterPaths[base+lBusyNs]),
+			return &ConflictError{Path: reportPath(report, counterPaths[base+lBusyNs]),
 				Reason: fmt.Sprintf("advanced by %s in an interval of %s", busy, interval)}
 		}
 	}
 	return nil
+}
+
+// reportPath names a field of the report at index i of a batch; it is
+// built only for errors.
+func reportPath(i int, name string) string {
+	return "reports[" + strconv.Itoa(i) + "]." + name
 }
 
 func join(prefix, name string) string {

@@ -89,6 +89,23 @@ func (s *Service) Accept(ctx context.Context, now time.Time, b *models.LayoutSta
 	return tx.Result, nil
 }
 
+// Tick runs the ingester's periodic work at now and stores the samples it
+// renders (see Ingester.Tick). On a store error nothing changes, and the
+// same samples are due again at the next tick. Call it every few seconds.
+func (s *Service) Tick(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx := s.in.Tick(now)
+	if len(tx.Result.Samples) > 0 {
+		if err := s.app.Append(ctx, tx.Result.Samples); err != nil {
+			tx.Rollback()
+			return &StoreError{Err: err}
+		}
+	}
+	tx.Commit()
+	return nil
+}
+
 // HandlerOptions tunes the HTTP handler; zero fields take defaults.
 type HandlerOptions struct {
 	// MaxBodyBytes is the largest request body accepted; larger bodies get

@@ -300,3 +300,29 @@ func TestGolden(t *testing.T) {
 		t.Errorf("output differs from %s (run with -update and review the diff):\n%s", golden, out.String())
 	}
 }
+
+func TestServiceTickRetriesAfterStoreFailure(t *testing.T) {
+	in := newIngester(t, Options{EmitInterval: 10 * time.Second})
+	st, sk := &store{}, &sink{}
+	svc := NewService(in, st, sk)
+	ctx := context.Background()
+	if _, err := svc.Accept(ctx, t0, batch("c", rep(0, time.Minute, ctr{ops: 60, busy: time.Second}, ctr{}))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Accept(ctx, t0.Add(time.Second), batch("c", rep(0, 2*time.Minute, ctr{ops: 180, busy: time.Second}, ctr{}))); err != nil {
+		t.Fatal(err)
+	}
+	before := len(st.samples)
+	st.fail = errors.New("store down")
+	if err := svc.Tick(ctx, t0.Add(20*time.Second)); err == nil {
+		t.Fatal("tick with a failing store: got no error")
+	}
+	st.fail = nil
+	if err := svc.Tick(ctx, t0.Add(25*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := sampleValue(t, st.samples[before:], models.MetricLayoutStatsDeviceOps, rep(0, 0, ctr{}, ctr{}).DeviceID, "read")
+	if got != 2 {
+		t.Errorf("after the failed tick the next one wrote ops/s %v; want (180-60)/60 = 2", got)
+	}
+}

@@ -2,7 +2,6 @@ package layoutstats
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
@@ -31,6 +30,13 @@ type Options struct {
 	// MaxClockSkew is how far a batch's report_time may lie ahead of now.
 	// Default 5m.
 	MaxClockSkew time.Duration
+	// EmitInterval is the least time (in now) between two samples of the
+	// same device or DS series. Every client's batch changes the sums of
+	// the devices it touched; writing them all each time would store each
+	// series once per client per report interval. A change within the
+	// interval is written with the first batch or Tick after it. Default
+	// 15s; set 1ns to write on every batch.
+	EmitInterval time.Duration
 }
 
 // Default option values.
@@ -40,6 +46,7 @@ const (
 	DefaultStaleAfter            = 3 * time.Minute
 	DefaultSweepInterval         = 30 * time.Second
 	DefaultMaxClockSkew          = 5 * time.Minute
+	DefaultEmitInterval          = 15 * time.Second
 )
 
 // withDefaults fills zero fields and checks the result.
@@ -63,6 +70,7 @@ func (o Options) withDefaults() (Options, error) {
 		{&o.StaleAfter, DefaultStaleAfter, "StaleAfter"},
 		{&o.SweepInterval, DefaultSweepInterval, "SweepInterval"},
 		{&o.MaxClockSkew, DefaultMaxClockSkew, "MaxClockSkew"},
+		{&o.EmitInterval, DefaultEmitInterval, "EmitInterval"},
 	} {
 		if err := def(f.d, f.v, f.name); err != nil {
 			return o, err
@@ -86,6 +94,7 @@ type stripeState struct {
 	contribAt time.Time
 	device    *aggregate
 	ds        *aggregate
+	dsName    string // the DS address as ip:port
 	txn       uint64 // the transaction that last saved an undo copy
 }
 
@@ -101,11 +110,11 @@ type Ingester struct {
 	// sweptBefore is lastSweep before the open transaction, for Rollback.
 	sweptBefore time.Time
 	txn         uint64
-	open        bool
+	isOpen      bool
 	// Scratch reused by every transaction.
 	undoKeys []keyUndo
 	undoAggs []aggUndo
-	touched  []*aggregate
+	emit     []*aggregate
 }
 
 // NewIngester returns an Ingester with opts (zero fields take defaults).
@@ -130,9 +139,10 @@ type Result struct {
 	// Deltas has one entry per report that carried new information, in
 	// report order.
 	Deltas []models.StripeDelta
-	// Samples are the per-device and per-DS series of every aggregate the
-	// batch (or a sweep it triggered) changed, stamped with the batch's end
-	// time.
+	// Samples are the per-device and per-DS series of every aggregate
+	// changed since it was last written (by this batch, an earlier one or a
+	// sweep) and not written in the last EmitInterval, stamped with the
+	// batch's end time.
 	Samples []models.Sample
 	// Accepted counts the reports in the batch.
 	Accepted int
@@ -179,9 +189,6 @@ type Txn struct {
 // refuses it: accepted data is then never lost and refused data changes
 // nothing.
 func (in *Ingester) Begin(now time.Time, b *models.LayoutStatsBatch) (*Txn, error) {
-	if in.open {
-		panic("layoutstats: Begin called while a transaction is open")
-	}
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -193,24 +200,47 @@ func (in *Ingester) Begin(now time.Time, b *models.LayoutStatsBatch) (*Txn, erro
 		}
 		end = b.ReportTime
 	}
-	in.txn++
-	in.open = true
-	in.sweptBefore = in.lastSweep
-	in.undoKeys, in.undoAggs, in.touched = in.undoKeys[:0], in.undoAggs[:0], in.touched[:0]
-	tx := &Txn{in: in}
+	tx := in.open(now)
 	res := &tx.Result
 	res.Accepted = len(b.Reports)
+	res.Deltas = make([]models.StripeDelta, 0, len(b.Reports))
 	for i := range b.Reports {
 		if err := in.apply(now, end, b.ClientID, i, &b.Reports[i], res); err != nil {
 			tx.Rollback()
 			return nil, err
 		}
 	}
+	in.finish(now, end, res)
+	return tx, nil
+}
+
+// Tick runs the periodic work without a batch: it forgets idle keys, drops
+// stale intervals and writes the series changed since they were last
+// written. The mds (or the twin) calls it every few seconds so that the
+// last change of a quiet device still reaches storage.
+func (in *Ingester) Tick(now time.Time) *Txn {
+	tx := in.open(now)
+	in.finish(now, now, &tx.Result)
+	return tx
+}
+
+func (in *Ingester) open(now time.Time) *Txn {
+	if in.isOpen {
+		panic("layoutstats: a transaction is already open")
+	}
+	in.txn++
+	in.isOpen = true
+	in.sweptBefore = in.lastSweep
+	in.undoKeys, in.undoAggs = in.undoKeys[:0], in.undoAggs[:0]
+	return &Txn{in: in}
+}
+
+// finish sweeps when due and renders the samples that are due.
+func (in *Ingester) finish(now, end time.Time, res *Result) {
 	if now.Sub(in.lastSweep) >= in.opts.SweepInterval {
 		res.Evicted = in.sweep(now)
 	}
-	res.Samples = in.samples(end, res.Samples)
-	return tx, nil
+	res.Samples = in.samples(now, end, res.Samples)
 }
 
 // Commit makes the transaction final.
@@ -219,8 +249,7 @@ func (tx *Txn) Commit() {
 		return
 	}
 	tx.done = true
-	tx.in.open = false
-	tx.in.clearTouched()
+	tx.in.isOpen = false
 }
 
 // Rollback undoes the transaction: every key and aggregate it changed gets
@@ -234,7 +263,8 @@ func (tx *Txn) Rollback() {
 	for i := len(in.undoKeys) - 1; i >= 0; i-- {
 		u := &in.undoKeys[i]
 		if u.existed {
-			in.keys[u.key] = u.prev
+			*u.ptr = u.prev
+			in.keys[u.key] = u.ptr
 		} else {
 			delete(in.keys, u.key)
 		}
@@ -244,29 +274,28 @@ func (tx *Txn) Rollback() {
 		switch {
 		case u.added:
 			delete(u.m, u.agg.label)
-		case u.restore:
+		case u.removed:
 			u.m[u.agg.label] = u.agg
-			*u.agg = u.prev
 		default:
 			*u.agg = u.prev
 		}
 	}
 	in.lastSweep = in.sweptBefore
-	in.open = false
-	in.clearTouched()
+	in.isOpen = false
 }
 
-// keyUndo restores one key: prev is a copy of its state before the
-// transaction, and existed says whether it was in the map at all.
+// keyUndo restores one key: prev is its value before the transaction and
+// existed says whether it was in the map at all (if not, rollback deletes
+// it; if so, rollback also puts ptr back should the key have been evicted).
 type keyUndo struct {
 	key     models.StripeKey
-	prev    *stripeState
+	ptr     *stripeState
+	prev    stripeState
 	existed bool
 }
 
 // saveKey records the state of key before this transaction first changes
-// it, and returns the state to change (a fresh copy, so that the saved one
-// stays intact).
+// it and returns the state to change in place; a nil st creates the key.
 func (in *Ingester) saveKey(key models.StripeKey, st *stripeState) *stripeState {
 	if st == nil {
 		in.undoKeys = append(in.undoKeys, keyUndo{key: key})
@@ -274,14 +303,11 @@ func (in *Ingester) saveKey(key models.StripeKey, st *stripeState) *stripeState 
 		in.keys[key] = st
 		return st
 	}
-	if st.txn == in.txn {
-		return st
+	if st.txn != in.txn {
+		in.undoKeys = append(in.undoKeys, keyUndo{key: key, ptr: st, prev: *st, existed: true})
+		st.txn = in.txn
 	}
-	in.undoKeys = append(in.undoKeys, keyUndo{key: key, prev: st, existed: true})
-	cp := *st
-	cp.txn = in.txn
-	in.keys[key] = &cp
-	return &cp
+	return st
 }
 
 // apply differences one validated report and updates its key and
@@ -309,26 +335,29 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 			res.Baselines++
 			st := in.saveKey(key, nil)
 			st.last, st.dur, st.lastSeen = cur, curDur, now
+			st.dsName = dsName(&lu.Addr)
 			return nil
 		}
 		kind, delta, interval = stepReset, cur, curDur
 	} else {
 		var err error
-		kind, delta, interval, err = diff("reports["+strconv.Itoa(i)+"]", &old.last, &cur, old.dur, curDur)
+		kind, delta, interval, err = diff(i, &old.last, &cur, old.dur, curDur)
 		if err != nil {
 			return err
 		}
 	}
 	st := in.saveKey(key, old)
 	st.last, st.dur, st.lastSeen = cur, curDur, now
+	if st.dsName == "" {
+		st.dsName = dsName(&lu.Addr)
+	}
 	if kind == stepDuplicate {
 		res.Duplicates++
 		return nil
 	}
-	ap, _ := lu.Addr.AddrPort() // validated
 	d := models.StripeDelta{
 		StripeKey: key,
-		DS:        ap.String(),
+		DS:        st.dsName,
 		Seqid:     r.Stateid.Seqid,
 		Offset:    r.Offset,
 		Length:    r.Length,
@@ -345,4 +374,10 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 	res.Deltas = append(res.Deltas, d)
 	in.setContribution(st, &d, now)
 	return nil
+}
+
+// dsName renders a validated netaddr4 as ip:port.
+func dsName(a *models.NetAddr4) string {
+	ap, _ := a.AddrPort()
+	return ap.String()
 }

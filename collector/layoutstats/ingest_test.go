@@ -74,7 +74,7 @@ func TestDifferencing(t *testing.T) {
 }
 
 func TestAggregatesSumStreams(t *testing.T) {
-	in := newIngester(t, Options{})
+	in := newIngester(t, Options{EmitInterval: time.Nanosecond})
 	// Stripes 0 and 4 share device d0 and DS .10; two clients report them.
 	a := rep(0, 30*time.Second, ctr{ops: 300, busy: 15 * time.Second, completion: 3 * time.Second}, ctr{})
 	b := rep(4, 60*time.Second, ctr{ops: 120, busy: 60 * time.Second, completion: 12 * time.Second}, ctr{})
@@ -161,7 +161,7 @@ func TestBackwardsIsRefused(t *testing.T) {
 }
 
 func TestDuplicateIsNoop(t *testing.T) {
-	in := newIngester(t, Options{})
+	in := newIngester(t, Options{EmitInterval: time.Nanosecond})
 	r := rep(1, 60*time.Second, ctr{ops: 10, busy: time.Second}, ctr{ops: 5, bytes: 5, busy: time.Second})
 	first := mustIngest(t, in, t0, batch("c", r))
 	again := mustIngest(t, in, t0.Add(time.Second), batch("c", r))
@@ -252,6 +252,35 @@ func TestFailedBatchChangesNothing(t *testing.T) {
 	rb := mustIngest(t, b, t0.Add(2*time.Minute), next)
 	if !reflect.DeepEqual(ra, rb) {
 		t.Errorf("after a rolled-back batch:\n got %+v\nwant %+v", ra, rb)
+	}
+}
+
+func TestEmitInterval(t *testing.T) {
+	in := newIngester(t, Options{EmitInterval: 10 * time.Second})
+	dev := rep(0, 0, ctr{}, ctr{}).DeviceID
+	res := mustIngest(t, in, t0, batch("c", rep(0, time.Minute, ctr{ops: 60, busy: time.Second}, ctr{})))
+	if _, ok := sampleValue(t, res.Samples, models.MetricLayoutStatsDeviceOps, dev, "read"); !ok {
+		t.Fatal("first batch: no sample for a new device")
+	}
+	// Another client changes the device 4 s later: held back.
+	res = mustIngest(t, in, t0.Add(4*time.Second), batch("c2", rep(4, time.Minute, ctr{ops: 120, busy: time.Second}, ctr{})))
+	if len(res.Samples) != 0 {
+		t.Fatalf("4s later: got %d samples; want none within EmitInterval", len(res.Samples))
+	}
+	// A tick after the interval writes the held-back change.
+	tx := in.Tick(t0.Add(11 * time.Second))
+	tx.Commit()
+	if got, _ := sampleValue(t, tx.Result.Samples, models.MetricLayoutStatsDeviceOps, dev, "read"); got != 3 {
+		t.Errorf("tick: ops/s %v; want 1 + 2 = 3", got)
+	}
+	if ts := tx.Result.Samples[0].Timestamp; ts != t0.Add(11*time.Second).UnixMilli() {
+		t.Errorf("tick samples at %d; want the tick's now", ts)
+	}
+	// Nothing changed since: the next tick writes nothing.
+	tx = in.Tick(t0.Add(30 * time.Second))
+	tx.Commit()
+	if len(tx.Result.Samples) != 0 {
+		t.Errorf("idle tick: got %d samples; want none", len(tx.Result.Samples))
 	}
 }
 
