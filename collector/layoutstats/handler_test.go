@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -324,5 +325,30 @@ func TestServiceTickRetriesAfterStoreFailure(t *testing.T) {
 	got, _ := sampleValue(t, st.samples[before:], models.MetricLayoutStatsDeviceOps, rep(0, 0, ctr{}, ctr{}).DeviceID, "read")
 	if got != 2 {
 		t.Errorf("after the failed tick the next one wrote ops/s %v; want (180-60)/60 = 2", got)
+	}
+}
+
+// A store failure after a sweep has evicted keys and emptied aggregates
+// must bring all of them back.
+func TestStoreFailureRestoresSweptState(t *testing.T) {
+	opts := Options{SweepInterval: time.Second}
+	a, b := newIngester(t, opts), newIngester(t, opts)
+	setup := batch("c", rep(0, time.Minute, ctr{ops: 60, busy: time.Second}, ctr{}), rep(1, time.Minute, ctr{ops: 60, busy: time.Second}, ctr{}))
+	mustIngest(t, a, t0, setup)
+	mustIngest(t, b, t0, setup)
+	svc := NewService(a, &store{fail: errors.New("store down")}, &sink{})
+	late := batch("c", rep(2, time.Minute, ctr{ops: 6, busy: time.Second}, ctr{}))
+	var se *StoreError
+	if _, err := svc.Accept(context.Background(), t0.Add(20*time.Minute), late); !errors.As(err, &se) {
+		t.Fatalf("got %v; want a *StoreError", err)
+	}
+	if a.Keys() != 2 || len(a.devices) != 2 || len(a.servers) != 2 {
+		t.Fatalf("after rollback: %d keys, %d devices, %d servers; want 2, 2, 2", a.Keys(), len(a.devices), len(a.servers))
+	}
+	next := batch("c", rep(0, 3*time.Minute, ctr{ops: 240, busy: 2 * time.Second}, ctr{}), rep(1, 3*time.Minute, ctr{ops: 90, busy: time.Second}, ctr{}))
+	ra := mustIngest(t, a, t0.Add(2*time.Minute), next)
+	rb := mustIngest(t, b, t0.Add(2*time.Minute), next)
+	if !reflect.DeepEqual(ra, rb) {
+		t.Errorf("after a rolled-back sweep:\n got %+v\nwant %+v", ra, rb)
 	}
 }
