@@ -188,6 +188,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fe *models.FieldError
 		ce *ConflictError
 		se *StoreError
+		ke *CapacityError
 	)
 	switch {
 	case errors.As(err, &fe):
@@ -196,6 +197,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusConflict, response{Error: ce.Error(), Field: ce.Path})
 	case errors.As(err, &se):
 		reply(w, http.StatusServiceUnavailable, response{Error: se.Error()})
+	case errors.As(err, &ke):
+		w.Header().Set("Retry-After", "60")
+		reply(w, http.StatusServiceUnavailable, response{Error: ke.Error(), Field: ke.Path})
 	default:
 		reply(w, http.StatusInternalServerError, response{Error: err.Error()})
 	}

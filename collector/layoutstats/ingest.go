@@ -2,6 +2,7 @@ package layoutstats
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
@@ -30,6 +31,11 @@ type Options struct {
 	// MaxClockSkew is how far a batch's report_time may lie ahead of now.
 	// Default 5m.
 	MaxClockSkew time.Duration
+	// MaxKeys bounds how many stripe keys are remembered (about 0.7 KB
+	// each). A batch that would add a key beyond it is refused with a
+	// *CapacityError and changes nothing; idle keys make room as they are
+	// forgotten. Default 1000000.
+	MaxKeys int
 	// EmitInterval is the least time (in now) between two samples of the
 	// same device or DS series. Every client's batch changes the sums of
 	// the devices it touched; writing them all each time would store each
@@ -47,7 +53,21 @@ const (
 	DefaultSweepInterval         = 30 * time.Second
 	DefaultMaxClockSkew          = 5 * time.Minute
 	DefaultEmitInterval          = 15 * time.Second
+	DefaultMaxKeys               = 1000000
 )
+
+// CapacityError refuses a batch that would add stripe keys beyond
+// Options.MaxKeys. Nothing of the batch was kept; it can be sent again
+// once idle keys have been forgotten. The HTTP handler answers 503.
+type CapacityError struct {
+	Path    string
+	MaxKeys int
+}
+
+// Error describes the refusal.
+func (e *CapacityError) Error() string {
+	return fmt.Sprintf("%s: cannot remember a new stripe key: the ingest already holds its limit of %d keys", e.Path, e.MaxKeys)
+}
 
 // withDefaults fills zero fields and checks the result.
 func (o Options) withDefaults() (Options, error) {
@@ -75,6 +95,12 @@ func (o Options) withDefaults() (Options, error) {
 		if err := def(f.d, f.v, f.name); err != nil {
 			return o, err
 		}
+	}
+	if o.MaxKeys < 0 {
+		return o, fmt.Errorf("cannot use layoutstats option MaxKeys %q: must not be negative", strconv.Itoa(o.MaxKeys))
+	}
+	if o.MaxKeys == 0 {
+		o.MaxKeys = DefaultMaxKeys
 	}
 	if o.FirstSightMaxDuration > o.IdleTimeout {
 		return o, fmt.Errorf("cannot use layoutstats option FirstSightMaxDuration %q: must not exceed IdleTimeout (%s), or a forgotten key's counters would be counted twice",
@@ -331,6 +357,9 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 		interval time.Duration
 	)
 	if old == nil {
+		if len(in.keys) >= in.opts.MaxKeys {
+			return &CapacityError{Path: "reports[" + strconv.Itoa(i) + "]", MaxKeys: in.opts.MaxKeys}
+		}
 		if curDur > in.opts.FirstSightMaxDuration {
 			res.Baselines++
 			st := in.saveKey(key, nil)

@@ -326,3 +326,18 @@ func TestOptionsValidated(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxKeys(t *testing.T) {
+	in := newIngester(t, Options{MaxKeys: 2})
+	mustIngest(t, in, t0, batch("c", rep(0, time.Minute, ctr{}, ctr{}), rep(1, time.Minute, ctr{}, ctr{})))
+	_, err := in.Ingest(t0.Add(time.Minute), batch("c", rep(0, 2*time.Minute, ctr{}, ctr{}), rep(2, time.Minute, ctr{}, ctr{})))
+	var ce *CapacityError
+	if !errors.As(err, &ce) || ce.Path != "reports[1]" {
+		t.Fatalf("third key: got %v; want a *CapacityError for reports[1]", err)
+	}
+	// Known keys still go through, and the refused batch left no trace.
+	res := mustIngest(t, in, t0.Add(time.Minute), batch("c", rep(0, 2*time.Minute, ctr{}, ctr{})))
+	if len(res.Deltas) != 1 || res.Deltas[0].Duration != time.Minute || in.Keys() != 2 {
+		t.Errorf("got %+v with %d keys; want one 1m delta and 2 keys", res.Deltas, in.Keys())
+	}
+}
