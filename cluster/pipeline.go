@@ -63,8 +63,8 @@ type PipelineOptions struct {
 	// Tick is the cadence of Run on the real clock. Default 15 s.
 	Tick time.Duration
 	// Jitter spreads source runs by up to this share of their interval
-	// (default 0.1) so that many agents do not fire in lockstep. Drawn
-	// from Seed, so simulated runs stay deterministic.
+	// (default 0.1; negative for none) so that many agents do not fire in
+	// lockstep. Drawn from Seed, so simulated runs stay deterministic.
 	Jitter float64
 	Seed   uint64
 	// Tracer wraps every stage in a span; default no-op.
@@ -111,8 +111,11 @@ func NewPipeline(opts PipelineOptions) (*Pipeline, error) {
 	if opts.Tick <= 0 {
 		opts.Tick = 15 * time.Second
 	}
-	if opts.Jitter == 0 {
+	switch {
+	case opts.Jitter == 0:
 		opts.Jitter = 0.1
+	case opts.Jitter < 0:
+		opts.Jitter = 0
 	}
 	if opts.Tracer == nil {
 		opts.Tracer = noop.NewTracerProvider().Tracer("ballast")

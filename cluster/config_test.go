@@ -1,0 +1,77 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestMDSConfigLoads(t *testing.T) {
+	p := writeConfig(t, `
+role: mds
+listen: 0.0.0.0:9750
+data_dir: /var/lib/ballast
+storage:
+  retention: 90d
+  flush_interval: 2s
+scrape:
+  interval: 10s
+  timeout: 5s
+  targets: [ds01:9751, gpu01:9752]
+`)
+	c, err := LoadMDSConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Duration(c.Storage.Retention) != 90*24*time.Hour || c.Scrape.Targets[1] != "gpu01:9752" || c.Ingest.MaxBodyBytes != 32<<20 {
+		t.Errorf("got %+v; want the file's values over the defaults", c)
+	}
+}
+
+func TestConfigErrorsNameFieldAndValue(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{"role: mds\nlisten: 127.0.0.1:9750\nretension: 30d\n", "field retension not found"},
+		{"role: mds\nstorage:\n  retention: 2h\n", "storage.retention: 2h0m0s is below the minimum of 24h"},
+		{"role: mds\nstorage:\n  retention: forever\n", `cannot parse duration "forever"`},
+		{"role: mds\nlisten: localhost\n", `listen: "localhost": not HOST:PORT`},
+		{"role: mds\nscrape:\n  targets: [ds01]\n", `scrape.targets[0]: "ds01"`},
+		{"role: mds\nscrape:\n  interval: 5s\n  timeout: 10s\n", "scrape.timeout: 10s must be positive and at most scrape.interval (5s)"},
+		{"role: mds\nlog_level: loud\n", `log_level: "loud" is not one of`},
+		{"role: mds\ningest:\n  max_body_bytes: 10\n", "ingest.max_body_bytes: 10 is below the minimum of 1024"},
+		{"role: mds\ntelemetry:\n  sample_ratio: 2\n", "telemetry.sample_ratio: 2 is outside [0, 1]"},
+		{"role: mds\nstorage:\n  flush_interval: 100ms\n", "storage.flush_interval: 100ms is below the minimum of 1s"},
+		{"role: ds\nroots:\n  proc: ''\n", "roots.proc: must not be empty"},
+		{"role: client\ncollectors: {dcgm: maybe}\n", "cannot unmarshal"},
+		{"role: gateway\n", `role: "gateway" is not mds, ds or client`},
+		{"listen: 127.0.0.1:1\n", "has no role: field"},
+	}
+	for _, c := range cases {
+		_, err := CheckFile(writeConfig(t, c.body))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %q: got %v; want an error containing %q", c.body, err, c.want)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"15s": 15 * time.Second, "30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1.5h": 90 * time.Minute} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q): got %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if Duration(30*24*time.Hour).String() != "30d" {
+		t.Errorf("got %q; want 30d", Duration(30*24*time.Hour).String())
+	}
+}
