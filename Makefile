@@ -1,0 +1,42 @@
+# ballast — see README.md. Every target works on a fresh Debian machine with
+# only Go installed; anything else a target needs, it installs itself.
+
+GO          ?= go
+BIN         ?= bin/ballast
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -X main.version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEMO_OUT    ?= demo-out
+
+.PHONY: all build test test-long lint bench demo eval clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballast
+
+# The CI test suite: every package's tests, under 15 minutes on 2 cores.
+test:
+	$(GO) test -count=1 -timeout 20m ./...
+
+# Soak and fuzz runs that do not fit the CI budget.
+test-long:
+	$(GO) test -count=1 -timeout 60m -tags long ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+# Benchmarks that write BENCHMARKS.md (see bench/README.md).
+bench: build
+	$(GO) run ./bench/cmd/benchall -ballast $(BIN) -out BENCHMARKS.md
+
+demo: build
+	./$(BIN) demo --scenario mixed --out $(DEMO_OUT)
+
+eval: build
+	./$(BIN) eval all --out docs/EVALUATION.md
+
+clean:
+	rm -rf bin $(DEMO_OUT)
