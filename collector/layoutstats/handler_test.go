@@ -53,7 +53,12 @@ type rig struct {
 
 func newRig(t *testing.T, opts HandlerOptions) *rig {
 	t.Helper()
-	r := &rig{in: newIngester(t, Options{}), st: &store{}, sk: &sink{}, now: t0.Add(time.Minute)}
+	return newRigWith(t, Options{}, opts)
+}
+
+func newRigWith(t *testing.T, o Options, opts HandlerOptions) *rig {
+	t.Helper()
+	r := &rig{in: newIngester(t, o), st: &store{}, sk: &sink{}, now: t0.Add(time.Minute)}
 	opts.Now = func() time.Time { return r.now }
 	r.srv = httptest.NewServer(NewHandler(NewService(r.in, r.st, r.sk), opts))
 	t.Cleanup(r.srv.Close)
@@ -350,5 +355,16 @@ func TestStoreFailureRestoresSweptState(t *testing.T) {
 	rb := mustIngest(t, b, t0.Add(2*time.Minute), next)
 	if !reflect.DeepEqual(ra, rb) {
 		t.Errorf("after a rolled-back sweep:\n got %+v\nwant %+v", ra, rb)
+	}
+}
+
+func TestHandlerCapacity(t *testing.T) {
+	r := newRigWith(t, Options{MaxKeys: 1}, HandlerOptions{})
+	code, resp := r.post(t, readExample(t))
+	if code != http.StatusServiceUnavailable || resp.Field != "reports[1]" || !strings.Contains(resp.Error, "limit of 1 keys") {
+		t.Errorf("got %d %+v; want 503 on reports[1] naming the limit", code, resp)
+	}
+	if r.in.Keys() != 0 || r.st.calls != 0 {
+		t.Errorf("refused batch left %d keys and %d store calls; want 0, 0", r.in.Keys(), r.st.calls)
 	}
 }
