@@ -1,0 +1,525 @@
+// Package starvation attributes idle GPU time to the storage subject that
+// caused it. Each tick, every GPU whose utilisation fell below its own
+// recent level loses (level − utilisation) × dt GPU-seconds. Those seconds
+// are blamed on storage only when the node's storage path (the devices,
+// stripes, data servers and ports its LAYOUTSTATS and mountstats show it
+// reading from) is unhealthy: a subject that is down, saturated, flagged hot
+// by the hotspot analyzer, or slower than its own healthy latency. Idle GPUs
+// on a healthy path are counted as not storage-caused and never blamed.
+//
+// Which subject is responsible is decided on the topology tree (port → DS →
+// device → stripe), walking down the node's path:
+//   - an unhealthy subject most of whose children are unhealthy too is the
+//     common cause (a lost DS takes all its devices with it);
+//   - otherwise the walk descends into children that are bad in their own
+//     right (down, saturated, hot) or have such descendants, so a device
+//     saturated by one hot stripe blames the stripe, and a slow DS with one
+//     saturated drive blames the drive;
+//   - a subject that is only slow under a parent that is down, saturated or
+//     hot is explained by the parent (DSs behind a saturated port blame the
+//     port); under a merely slow parent it is the cause (a degraded drive
+//     slows its DS's aggregate latency, and blames the drive).
+//
+// A GPU whose job is in a checkpoint burst is blamed on the checkpoint pause
+// (the job subject) before storage is considered.
+package starvation
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/episode"
+	"github.com/ballast-io/ballast/models"
+)
+
+// Kind is the finding kind this analyzer emits.
+const Kind = "gpu_starvation"
+
+// NotStorage is the LostByCause key of idle GPU-seconds on a healthy path.
+const NotStorage = "not-storage"
+
+// GPU is one GPU's utilisation at a tick.
+type GPU struct {
+	ID   string  // gpu subject id, e.g. "gpu07/3"
+	Node string  // the GPU node it sits in
+	Job  string  // job it runs, "" when none
+	Util float64 // 0..1
+}
+
+// Path says that Node reads Share (0..1) of its bytes through Subject
+// (usually a device or a stripe).
+type Path struct {
+	Node    string
+	Subject models.Subject
+	Share   float64
+}
+
+// Health is one storage subject's state at a tick, and its place in the
+// topology: Parent is the stripe's device, the device's DS, the DS's port.
+type Health struct {
+	Subject models.Subject
+	Parent  models.Subject // zero for a root
+	Util    float64        // 0..1; NaN unknown
+	Latency float64        // seconds; NaN unknown
+	// ExpectedLatency is the subject's healthy latency when known; 0 lets the
+	// analyzer learn it from the ticks where the subject was healthy.
+	ExpectedLatency float64
+	Down            bool // unreachable or failed
+	Hot             bool // an active hotspot finding names it
+}
+
+// Input is everything the analyzer sees at one tick.
+type Input struct {
+	GPUs   []GPU
+	Paths  []Path
+	Health []Health
+	// Checkpointing lists the jobs writing a checkpoint burst now.
+	Checkpointing []string
+}
+
+// Options tune the analyzer. Zero values take the defaults in brackets.
+type Options struct {
+	MinDrop        float64       // utilisation drop below the GPU's level that counts [0.1]
+	LevelTau       time.Duration // how fast a GPU's level follows a lower utilisation [30m]
+	SaturatedUtil  float64       // utilisation at which a subject is saturated [0.9]
+	SlowFactor     float64       // latency / expected latency at which a subject is slow [2]
+	MinSlowLatency float64       // latency below which nothing is slow, seconds [0.002]
+	LatencyTau     time.Duration // learning time constant of expected latency [10m]
+	CommonCause    float64       // share of unhealthy children that makes the parent the cause [0.5]
+	ExitAfter      time.Duration // blame-free time after which a finding closes [60s]
+	CriticalGPUs   int           // GPUs starved at once for severity critical [8]
+}
+
+func (o Options) withDefaults() Options {
+	f := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	f(&o.MinDrop, 0.1)
+	f(&o.SaturatedUtil, 0.9)
+	f(&o.SlowFactor, 2)
+	f(&o.MinSlowLatency, 0.002)
+	f(&o.CommonCause, 0.5)
+	d := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	d(&o.LevelTau, 30*time.Minute)
+	d(&o.LatencyTau, 10*time.Minute)
+	d(&o.ExitAfter, time.Minute)
+	if o.CriticalGPUs == 0 {
+		o.CriticalGPUs = 8
+	}
+	return o
+}
+
+// state is why a subject is unhealthy.
+type state uint8
+
+const (
+	healthy   state = 0
+	slow      state = 1 << iota // latency above expectation
+	saturated                   // utilisation at the limit
+	hot                         // hotspot finding
+	down                        // unreachable
+)
+
+func (s state) intrinsic() bool { return s&(saturated|hot|down) != 0 }
+
+func (s state) String() string {
+	var parts []string
+	for _, p := range []struct {
+		b state
+		n string
+	}{{down, "down"}, {saturated, "saturated"}, {hot, "hot"}, {slow, "slow"}} {
+		if s&p.b != 0 {
+			parts = append(parts, p.n)
+		}
+	}
+	if len(parts) == 0 {
+		return "healthy"
+	}
+	return strings.Join(parts, "+")
+}
+
+// blame accumulates one responsible subject's episode.
+type blame struct {
+	subject models.Subject
+	cause   string
+	seconds float64         // GPU-seconds lost in this episode
+	stamp   time.Time       // tick of gpus and nodes
+	gpus    map[string]bool // starved at the last tick blamed
+	nodes   map[string]bool
+}
+
+// Analyzer carries GPU levels, learned latencies and open episodes between
+// ticks. Drive it with Observe(now, in) then Findings(now).
+type Analyzer struct {
+	opts     Options
+	level    map[string]float64 // per GPU
+	expected map[models.Subject]float64
+	tracker  *episode.Tracker
+	blames   map[string]*blame
+	closed   []models.Finding
+	lost     map[string]float64 // cumulative GPU-seconds by cause key
+	last     time.Time
+}
+
+// New returns an analyzer with opts (zero values take the defaults).
+func New(opts Options) (*Analyzer, error) {
+	o := opts.withDefaults()
+	if o.CommonCause <= 0 || o.CommonCause > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 {
+		return nil, fmt.Errorf("invalid starvation options: CommonCause %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1)", o.CommonCause, o.SlowFactor, o.MinDrop)
+	}
+	return &Analyzer{
+		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
+		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{},
+	}, nil
+}
+
+// LostByCause returns the cumulative idle GPU-seconds by responsible subject
+// (its String form), "checkpoint:…" entries for checkpoint pauses, and
+// NotStorage for idle time on a healthy storage path.
+func (a *Analyzer) LostByCause() map[string]float64 {
+	out := make(map[string]float64, len(a.lost))
+	for k, v := range a.lost {
+		out[k] = v
+	}
+	return out
+}
+
+// topo is the tick's view of the storage tree.
+type topo struct {
+	health      map[models.Subject]*Health
+	state       map[models.Subject]state
+	children    map[models.Subject][]models.Subject
+	commonCause float64
+}
+
+func (a *Analyzer) buildTopo(dt float64, hs []Health) (*topo, error) {
+	t := &topo{health: map[models.Subject]*Health{}, state: map[models.Subject]state{},
+		children: map[models.Subject][]models.Subject{}, commonCause: a.opts.CommonCause}
+	for i := range hs {
+		h := &hs[i]
+		if h.Subject.Kind == "" || h.Subject.ID == "" {
+			return nil, fmt.Errorf("cannot use storage health entry %d: empty subject", i)
+		}
+		if _, dup := t.health[h.Subject]; dup {
+			return nil, fmt.Errorf("cannot use storage health of %q: listed twice", h.Subject)
+		}
+		t.health[h.Subject] = h
+		if h.Parent.ID != "" {
+			t.children[h.Parent] = append(t.children[h.Parent], h.Subject)
+		}
+		var st state
+		if h.Down {
+			st |= down
+		}
+		if h.Hot {
+			st |= hot
+		}
+		if h.Util >= a.opts.SaturatedUtil {
+			st |= saturated
+		}
+		exp := h.ExpectedLatency
+		learned, known := a.expected[h.Subject]
+		if exp <= 0 {
+			exp = learned
+		}
+		if lat := h.Latency; lat >= 0 {
+			if (exp > 0 || known) && lat >= a.opts.MinSlowLatency && lat >= a.opts.SlowFactor*exp {
+				st |= slow
+			}
+			// Learn the healthy latency only from healthy ticks.
+			if st == healthy {
+				switch {
+				case !known:
+					a.expected[h.Subject] = lat
+				case dt > 0:
+					w := 1 - math.Exp(-dt/a.opts.LatencyTau.Seconds())
+					a.expected[h.Subject] = learned + w*(lat-learned)
+				}
+			}
+		}
+		t.state[h.Subject] = st
+	}
+	for _, c := range t.children {
+		sort.Slice(c, func(i, j int) bool { return c[i].String() < c[j].String() })
+	}
+	return t, nil
+}
+
+// badBelow reports whether s or something below it is unhealthy in its own
+// right (down, saturated or hot).
+func (t *topo) badBelow(s models.Subject, depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	if t.state[s].intrinsic() {
+		return true
+	}
+	for _, c := range t.children[s] {
+		if t.badBelow(c, depth+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxDepth bounds walks of the tree, so a parent loop in bad input cannot
+// recurse forever.
+const maxDepth = 8
+
+// responsible adds to out the subjects to blame at or below s, for a node
+// whose path is onPath, with the reason for each.
+func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, depth int, out map[models.Subject]string) {
+	if depth > maxDepth {
+		return
+	}
+	st := t.state[s]
+	kids := t.children[s]
+	if st != healthy && len(kids) > 0 {
+		bad := 0
+		for _, c := range kids {
+			if t.state[c] != healthy {
+				bad++
+			}
+		}
+		if float64(bad)/float64(len(kids)) >= t.commonCause {
+			out[s] = fmt.Sprintf("%s, common cause of %d/%d unhealthy children", st, bad, len(kids))
+			return
+		}
+	}
+	// Follow the node's own branches; below the end of its path (a device's
+	// stripes) every child counts, since any of them can load the device.
+	pathKids := false
+	for _, c := range kids {
+		pathKids = pathKids || onPath[c]
+	}
+	var culprits []models.Subject
+	for _, c := range kids {
+		if pathKids && !onPath[c] {
+			continue
+		}
+		// A merely slow child of a parent that is down, saturated or hot is
+		// explained by it; under a healthy or merely slow parent (whose
+		// latency is its children's) the slow child is the cause.
+		if t.badBelow(c, depth+1) || (!st.intrinsic() && t.state[c] != healthy) {
+			culprits = append(culprits, c)
+		}
+	}
+	if len(culprits) == 0 {
+		if st != healthy {
+			out[s] = st.String()
+		}
+		return
+	}
+	for _, c := range culprits {
+		t.responsible(c, onPath, depth+1, out)
+	}
+}
+
+// share is a blamed subject's weight for a node: its path share, or that of
+// its nearest ancestor on the path.
+func (t *topo) share(s models.Subject, shares map[models.Subject]float64) float64 {
+	for range maxDepth {
+		if v, ok := shares[s]; ok {
+			return v
+		}
+		h := t.health[s]
+		if h == nil || h.Parent.ID == "" {
+			return 0
+		}
+		s = h.Parent
+	}
+	return 0
+}
+
+// culprit is one subject blamed for a node's idle GPUs, with its weight.
+type culprit struct {
+	subject models.Subject
+	reason  string
+	weight  float64
+}
+
+// nodeCulprits walks the node's path from its roots.
+func (t *topo) nodeCulprits(paths []Path) []culprit {
+	shares := map[models.Subject]float64{}
+	onPath := map[models.Subject]bool{}
+	roots := map[models.Subject]bool{}
+	for _, p := range paths {
+		s := p.Subject
+		for range maxDepth {
+			shares[s] += p.Share
+			onPath[s] = true
+			h := t.health[s]
+			if h == nil || h.Parent.ID == "" {
+				roots[s] = true
+				break
+			}
+			s = h.Parent
+		}
+	}
+	blamed := map[models.Subject]string{}
+	for r := range roots {
+		t.responsible(r, onPath, 0, blamed)
+	}
+	out := make([]culprit, 0, len(blamed))
+	total := 0.0
+	for s, why := range blamed {
+		w := t.share(s, shares)
+		out = append(out, culprit{subject: s, reason: why, weight: w})
+		total += w
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].subject.String() < out[j].subject.String() })
+	for i := range out {
+		if total > 0 {
+			out[i].weight /= total
+		} else {
+			out[i].weight = 1 / float64(len(out))
+		}
+	}
+	return out
+}
+
+// Observe feeds one tick. now must not go backwards. The first tick only
+// learns GPU levels and latencies; losses are counted from the second.
+func (a *Analyzer) Observe(now time.Time, in Input) error {
+	if !a.last.IsZero() && now.Before(a.last) {
+		return fmt.Errorf("cannot observe starvation tick at %s: before the previous tick %s", now.Format(time.RFC3339Nano), a.last.Format(time.RFC3339Nano))
+	}
+	dt := 0.0
+	if !a.last.IsZero() {
+		dt = now.Sub(a.last).Seconds()
+	}
+	t, err := a.buildTopo(dt, in.Health)
+	if err != nil {
+		return err
+	}
+	byNode := map[string][]Path{}
+	for _, p := range in.Paths {
+		if !(p.Share >= 0 && p.Share <= 1) {
+			return fmt.Errorf("cannot use storage path of node %q through %q: share %v is outside [0, 1]", p.Node, p.Subject, p.Share)
+		}
+		byNode[p.Node] = append(byNode[p.Node], p)
+	}
+	ckpt := map[string]bool{}
+	for _, j := range in.Checkpointing {
+		ckpt[j] = true
+	}
+	gpus := append([]GPU(nil), in.GPUs...)
+	sort.Slice(gpus, func(i, j int) bool { return gpus[i].ID < gpus[j].ID })
+	culprits := map[string][]culprit{}
+	for i, g := range gpus {
+		if !(g.Util >= 0 && g.Util <= 1.5) {
+			return fmt.Errorf("cannot use utilisation of GPU %q: %v is not a ratio", g.ID, g.Util)
+		}
+		if i > 0 && gpus[i-1].ID == g.ID {
+			return fmt.Errorf("cannot use utilisation of GPU %q: listed twice", g.ID)
+		}
+		lvl, ok := a.level[g.ID]
+		switch {
+		case !ok || g.Util > lvl:
+			a.level[g.ID] = g.Util
+		case dt > 0:
+			a.level[g.ID] = lvl + (g.Util-lvl)*(1-math.Exp(-dt/a.opts.LevelTau.Seconds()))
+		}
+		drop := lvl - g.Util
+		if !ok || dt == 0 || drop < a.opts.MinDrop {
+			continue
+		}
+		lost := drop * dt
+		if ckpt[g.Job] && g.Job != "" {
+			a.charge(now, culprit{subject: models.Subject{Kind: models.SubjectJob, ID: g.Job}, reason: "checkpoint pause", weight: 1}, g, lost)
+			continue
+		}
+		cs, done := culprits[g.Node]
+		if !done {
+			cs = t.nodeCulprits(byNode[g.Node])
+			culprits[g.Node] = cs
+		}
+		if len(cs) == 0 {
+			a.lost[NotStorage] += lost
+			continue
+		}
+		for _, c := range cs {
+			a.charge(now, c, g, lost*c.weight)
+		}
+	}
+	for _, e := range a.tracker.Finish(now) {
+		if b := a.blames[e.Key]; b != nil {
+			a.closed = append(a.closed, a.finding(&e, b))
+			delete(a.blames, e.Key)
+		}
+	}
+	a.last = now
+	return nil
+}
+
+// charge books lost GPU-seconds of g on culprit c.
+func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost float64) {
+	key := c.subject.String()
+	if c.reason == "checkpoint pause" {
+		a.lost["checkpoint:"+c.subject.ID] += lost
+	} else {
+		a.lost[key] += lost
+	}
+	a.tracker.Step(now, key, true, true)
+	b := a.blames[key]
+	if b == nil {
+		b = &blame{subject: c.subject}
+		a.blames[key] = b
+	}
+	if !b.stamp.Equal(now) {
+		b.stamp, b.gpus, b.nodes = now, map[string]bool{}, map[string]bool{}
+	}
+	b.cause = c.reason
+	b.seconds += lost
+	b.gpus[g.ID] = true
+	b.nodes[g.Node] = true
+}
+
+func (a *Analyzer) finding(e *episode.Episode, b *blame) models.Finding {
+	sev := models.SeverityWarning
+	if len(b.gpus) >= a.opts.CriticalGPUs {
+		sev = models.SeverityCritical
+	}
+	hours := b.seconds / 3600
+	return models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", Kind, b.subject, e.Onset.UnixMilli()),
+		Kind:     Kind,
+		Subject:  b.subject,
+		Severity: sev,
+		Score:    math.Round(hours*1e4) / 1e4,
+		Start:    e.Onset,
+		LastSeen: e.LastTrue,
+		End:      e.End,
+		Summary: fmt.Sprintf("%d GPUs on %d nodes starved by %s %s (%s): %.3f GPU-hours lost", len(b.gpus), len(b.nodes),
+			b.subject.Kind, b.subject.ID, b.cause, hours),
+		Evidence: []models.Evidence{
+			{Name: "gpu_hours_lost", Value: math.Round(hours*1e4) / 1e4, Unit: "h", Note: "since the finding started"},
+			{Name: "gpus_starved", Value: float64(len(b.gpus)), Note: "at the last tick blamed"},
+			{Name: "nodes_starved", Value: float64(len(b.nodes)), Note: "at the last tick blamed"},
+			{Name: "cause", Value: 1, Note: b.cause},
+		},
+	}
+}
+
+// Findings returns the open gpu_starvation findings and those closed since
+// the previous call, sorted by id.
+func (a *Analyzer) Findings(now time.Time) []models.Finding {
+	out := a.closed
+	a.closed = nil
+	for _, e := range a.tracker.Active() {
+		if b := a.blames[e.Key]; b != nil {
+			out = append(out, a.finding(e, b))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

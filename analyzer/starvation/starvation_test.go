@@ -1,0 +1,220 @@
+package starvation
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/golden"
+	"github.com/ballast-io/ballast/models"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func subj(k models.SubjectKind, id string) models.Subject { return models.Subject{Kind: k, ID: id} }
+
+// cluster: ports p0 (ds0, ds1) and p1 (ds2, ds3); 4 devices per DS, 3
+// stripes per device; node nK reads every stripe of dsK evenly and runs job
+// jK on 8 GPUs.
+type cluster struct {
+	health map[models.Subject]*Health
+	order  []models.Subject
+	util   map[string]float64 // per node
+	ckpt   []string
+}
+
+func newCluster() *cluster {
+	c := &cluster{health: map[models.Subject]*Health{}, util: map[string]float64{}}
+	add := func(s, parent models.Subject, util, lat float64) {
+		c.health[s] = &Health{Subject: s, Parent: parent, Util: util, Latency: lat}
+		c.order = append(c.order, s)
+	}
+	for p := range 2 {
+		port := subj(models.SubjectPort, fmt.Sprintf("p%d", p))
+		add(port, models.Subject{}, 0.4, math.NaN())
+		for d := 2 * p; d < 2*p+2; d++ {
+			ds := subj(models.SubjectDS, fmt.Sprintf("ds%d", d))
+			add(ds, port, 0.4, 0.001)
+			for v := range 4 {
+				dev := subj(models.SubjectDevice, fmt.Sprintf("ds%d/nvme%d", d, v))
+				add(dev, ds, 0.4, 0.0008)
+				for s := range 3 {
+					add(subj(models.SubjectStripe, fmt.Sprintf("ds%d/nvme%d/fh%d", d, v, s)), dev, math.NaN(), math.NaN())
+				}
+			}
+		}
+	}
+	for n := range 4 {
+		c.util[fmt.Sprintf("n%d", n)] = 0.9
+	}
+	return c
+}
+
+func (c *cluster) input() Input {
+	var in Input
+	for _, s := range c.order {
+		in.Health = append(in.Health, *c.health[s])
+	}
+	for n := range 4 {
+		node := fmt.Sprintf("n%d", n)
+		for v := range 4 {
+			for s := range 3 {
+				in.Paths = append(in.Paths, Path{Node: node, Subject: subj(models.SubjectStripe, fmt.Sprintf("ds%d/nvme%d/fh%d", n, v, s)), Share: 1.0 / 12})
+			}
+		}
+		for g := range 8 {
+			in.GPUs = append(in.GPUs, GPU{ID: fmt.Sprintf("%s/gpu%d", node, g), Node: node, Job: fmt.Sprintf("j%d", n), Util: c.util[node]})
+		}
+	}
+	in.Checkpointing = c.ckpt
+	return in
+}
+
+// phase scripts ten 10-second ticks of one fault and the subject truly
+// responsible ("" = not storage).
+type phase struct {
+	name  string
+	truth string
+	apply func(c *cluster)
+}
+
+var phases = []phase{
+	{"healthy", "", func(c *cluster) {}},
+	{"saturated device", "device:ds0/nvme1", func(c *cluster) {
+		h := c.health[subj(models.SubjectDevice, "ds0/nvme1")]
+		h.Util, h.Latency = 0.97, 0.006
+		c.health[subj(models.SubjectDS, "ds0")].Latency = 0.0025
+		c.util["n0"] = 0.5
+	}},
+	{"hot stripe", "stripe:ds1/nvme2/fh1", func(c *cluster) {
+		c.health[subj(models.SubjectStripe, "ds1/nvme2/fh1")].Hot = true
+		h := c.health[subj(models.SubjectDevice, "ds1/nvme2")]
+		h.Util, h.Latency = 0.95, 0.004
+		c.util["n1"] = 0.4
+	}},
+	{"DS lost", "ds:ds2", func(c *cluster) {
+		c.health[subj(models.SubjectDS, "ds2")].Down = true
+		for v := range 4 {
+			c.health[subj(models.SubjectDevice, fmt.Sprintf("ds2/nvme%d", v))].Down = true
+		}
+		c.util["n2"] = 0.1
+	}},
+	{"saturated port", "port:p1", func(c *cluster) {
+		c.health[subj(models.SubjectPort, "p1")].Util = 0.99
+		c.health[subj(models.SubjectDS, "ds3")].Latency = 0.005
+		c.util["n3"] = 0.55
+	}},
+	{"slow degraded device", "device:ds3/nvme0", func(c *cluster) {
+		c.health[subj(models.SubjectDevice, "ds3/nvme0")].Latency = 0.01
+		c.health[subj(models.SubjectDS, "ds3")].Latency = 0.003
+		c.util["n3"] = 0.6
+	}},
+	{"idle, storage healthy", "", func(c *cluster) {
+		c.util["n0"] = 0.2
+		c.util["n2"] = 0.3
+	}},
+	{"checkpoint pause", "checkpoint:j1", func(c *cluster) {
+		c.ckpt = []string{"j1"}
+		c.util["n1"] = 0.3
+	}},
+}
+
+// TestAttribution runs the phases in order, each for ten ticks and each
+// followed by ten healthy ticks, and checks where the lost GPU-seconds went.
+func TestAttribution(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]models.Finding{}
+	tick := 0
+	run := func(ph phase, n int) map[string]float64 {
+		before := a.LostByCause()
+		for range n {
+			c := newCluster()
+			ph.apply(c)
+			now := t0.Add(time.Duration(tick) * 10 * time.Second)
+			tick++
+			if err := a.Observe(now, c.input()); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range a.Findings(now) {
+				if err := f.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				seen[f.ID] = f
+			}
+		}
+		delta := map[string]float64{}
+		for k, v := range a.LostByCause() {
+			if d := v - before[k]; d > 1e-9 {
+				delta[k] = d
+			}
+		}
+		return delta
+	}
+	run(phases[0], 10)
+	for _, ph := range phases[1:] {
+		lost := run(ph, 10)
+		total := 0.0
+		for _, v := range lost {
+			total += v
+		}
+		if total == 0 {
+			t.Fatalf("phase %q: no idle GPU-seconds counted", ph.name)
+		}
+		if ph.truth == "" {
+			if lost[NotStorage] < 0.99*total {
+				t.Errorf("phase %q: %.0f of %.0f idle GPU-seconds blamed on storage (%v); want none", ph.name, total-lost[NotStorage], total, lost)
+			}
+		} else if share := lost[ph.truth] / total; share < 0.9 {
+			t.Errorf("phase %q: %.0f%% of idle GPU-seconds on %s (%v); want ≥ 90%%", ph.name, 100*share, ph.truth, lost)
+		}
+		t.Logf("phase %-22s lost %6.0f GPU-s: %v", ph.name, total, lost)
+		run(phases[0], 10)
+	}
+	out := make([]models.Finding, 0, len(seen))
+	for _, f := range seen {
+		out = append(out, f)
+		if f.Active() {
+			t.Errorf("finding %s still active after healthy ticks", f.ID)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	golden.Check(t, "attribution.json", out)
+	subjects := map[string]bool{}
+	for _, f := range out {
+		subjects[f.Subject.String()] = true
+	}
+	for _, want := range []string{"device:ds0/nvme1", "stripe:ds1/nvme2/fh1", "ds:ds2", "port:p1", "device:ds3/nvme0", "job:j1"} {
+		if !subjects[want] {
+			t.Errorf("no gpu_starvation finding for %s; got %v", want, subjects)
+		}
+	}
+	if len(out) != 6 {
+		t.Errorf("got %d findings; want 6, one per phase with a cause", len(out))
+	}
+}
+
+func TestRejectsBadInput(t *testing.T) {
+	a, _ := New(Options{})
+	bad := []Input{
+		{GPUs: []GPU{{ID: "g", Util: math.NaN()}}},
+		{GPUs: []GPU{{ID: "g", Util: 0.5}, {ID: "g", Util: 0.5}}},
+		{Paths: []Path{{Node: "n", Subject: subj(models.SubjectDevice, "d"), Share: 2}}},
+		{Health: []Health{{Subject: subj(models.SubjectDevice, "d")}, {Subject: subj(models.SubjectDevice, "d")}}},
+	}
+	for i, in := range bad {
+		if err := a.Observe(t0.Add(time.Duration(i)*time.Second), in); err == nil {
+			t.Errorf("input %d: got nil error; want one", i)
+		}
+	}
+	if err := a.Observe(t0.Add(time.Hour), Input{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Observe(t0, Input{}); err == nil {
+		t.Error("Observe back in time: got nil error; want one")
+	}
+}
