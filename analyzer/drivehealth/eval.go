@@ -258,25 +258,12 @@ func thresholdFor(s []driveSeries, fpr float64) float64 {
 	}
 	sort.Sort(sort.Reverse(sort.Float64Slice(healthy)))
 	allowed := int(math.Floor(fpr * float64(len(healthy))))
-	// Flagging at t flags every healthy drive with max >= t; walk down the
-	// distinct values while the count stays within the allowance.
-	t := math.Inf(1)
-	for i := 0; i < len(healthy); {
-		j := i
-		for j < len(healthy) && healthy[j] == healthy[i] {
-			j++
-		}
-		if j > allowed {
-			break
-		}
-		t = healthy[i]
-		i = j
+	if allowed >= len(healthy) {
+		return math.Inf(-1)
 	}
-	if t == math.Inf(1) && len(healthy) > 0 {
-		// Nothing may be flagged: threshold just above the healthy maximum.
-		t = math.Nextafter(healthy[0], math.Inf(1))
-	}
-	return t
+	// Flag only scores strictly above the (allowed+1)-th highest healthy
+	// maximum: at most `allowed` healthy drives, ties included, reach it.
+	return math.Nextafter(healthy[allowed], math.Inf(1))
 }
 
 // pointAt measures threshold t on s.

@@ -83,8 +83,16 @@ func TestThresholdAndAUC(t *testing.T) {
 		t.Errorf("got %+v; want FPR 0, TPR 1, median lead (0+2)/2 = 1 day", p)
 	}
 	// One of three healthy may be flagged.
-	if th := thresholdFor(s, 0.34); th != 0.5 {
-		t.Errorf("threshold at FPR 0.34: got %v; want 0.5", th)
+	if th := thresholdFor(s, 0.34); th != math.Nextafter(0.3, 1) {
+		t.Errorf("threshold at FPR 0.34: got %v; want just above 0.3", th)
+	}
+	if p := pointAt(s, thresholdFor(s, 0.34), 0.34); math.Abs(p.FPR-1.0/3) > 1e-12 {
+		t.Errorf("FPR at the 0.34 threshold: got %v; want 1/3", p.FPR)
+	}
+	// Ties: two healthy drives at 0.5 with one allowed flag none of them.
+	tied := []driveSeries{d(false, 0.5), d(false, 0.5), d(false, 0.1), d(true, 0.5)}
+	if p := pointAt(tied, thresholdFor(tied, 0.34), 0.34); p.FPR != 0 || p.TPR != 0 {
+		t.Errorf("tied scores: got %+v; want nothing flagged", p)
 	}
 }
 

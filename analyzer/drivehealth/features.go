@@ -37,6 +37,20 @@ var Features = []Feature{
 
 const day = 24 * time.Hour
 
+// pendingSentinel: some Seagate drives report 65520 or more (0xFFF0 and up)
+// current-pending sectors, constant for weeks on drives that keep working —
+// a saturated or placeholder value, not a count. The model treats it as
+// unknown; the rules and baselines see it as reported.
+const pendingSentinel = 0xFFF0
+
+// fPendingCount is Pending with the sentinel read as unknown.
+var fPendingCount field = func(o *Observation) float64 {
+	if o.Pending >= pendingSentinel {
+		return math.NaN()
+	}
+	return o.Pending
+}
+
 // featureVector computes Features for the last observation of h (sorted,
 // nothing later than its last element is used). Unknown values are NaN.
 func featureVector(h []Observation) []float64 {
@@ -59,11 +73,11 @@ func featureVector(h []Observation) []float64 {
 	x[0] = cur(fReallocated)
 	x[1] = delta(fReallocated, day)
 	x[2] = delta(fReallocated, 7*day)
-	x[3] = cur(fPending)
-	x[4] = delta(fPending, day)
-	x[5] = delta(fPending, 7*day)
+	x[3] = cur(fPendingCount)
+	x[4] = delta(fPendingCount, day)
+	x[5] = delta(fPendingCount, 7*day)
 	x[6] = growthRatio(h, fReallocated, now)
-	x[7] = growthRatio(h, fPending, now)
+	x[7] = growthRatio(h, fPendingCount, now)
 	x[8] = errorAge(h, now)
 	x[9] = cur(func(o *Observation) float64 { return o.TemperatureC })
 	x[10] = cur(fPowerOnHours) / (24 * 365.25)
@@ -89,7 +103,7 @@ func growthRatio(h []Observation, f field, now time.Time) float64 {
 // apart. It is bounded by the history's length.
 func errorAge(h []Observation, now time.Time) float64 {
 	for i := range h {
-		if h[i].Reallocated > 0 || h[i].Pending > 0 {
+		if h[i].Reallocated > 0 || fPendingCount(&h[i]) > 0 {
 			return now.Sub(h[i].Time).Hours() / 24
 		}
 	}

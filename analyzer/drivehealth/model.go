@@ -182,10 +182,22 @@ func (m *Model) logit(x []float64) (float64, []float64) {
 		if !known(t) {
 			continue
 		}
-		c[i] = float64(f.Weight) * (t - float64(f.Mean)) / float64(f.Std)
+		c[i] = float64(f.Weight) * standardise(t, f.Mean, f.Std)
 		z += c[i]
 	}
 	return z, c
+}
+
+// zClip bounds standardised features. Error counters are heavy-tailed
+// (one healthy drive reports 65528 pending sectors, a sentinel, not a
+// count); without a bound one such value saturates the logistic function,
+// every extreme drive scores exactly 1 and they can no longer be ranked.
+const zClip = 5
+
+// standardise maps a transformed value to standard units, clipped to
+// ±zClip.
+func standardise(t float64, mean, std num) float64 {
+	return math.Max(-zClip, math.Min(zClip, (t-float64(mean))/float64(std)))
 }
 
 func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
@@ -385,7 +397,7 @@ func TrainModel(drives []Drive, opt TrainOptions) (*Model, error) {
 		X[i][p] = 1
 		for j := range Features {
 			if t := transform(Features[j], r.x[j]); known(t) {
-				X[i][j] = (t - float64(m.Features[j].Mean)) / float64(m.Features[j].Std)
+				X[i][j] = standardise(t, m.Features[j].Mean, m.Features[j].Std)
 			}
 		}
 		w[i] = wneg
