@@ -97,9 +97,10 @@ func readExample(t testing.TB) []byte {
 
 var pathPart = regexp.MustCompile(`^([a-z_]+)(?:\[(\d+)\])?$`)
 
-// mutate returns the example batch with the value at a dotted path (with
-// [i] indices) replaced by raw JSON, or deleted when raw is "".
-func mutate(t *testing.T, path, raw string) []byte {
+// mutate returns the example batch with the value at each dotted path
+// (with [i] indices) replaced by raw JSON, or deleted when raw is "";
+// pairs alternate path, raw.
+func mutate(t *testing.T, pairs ...string) []byte {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(readExample(t)))
 	dec.UseNumber()
@@ -107,6 +108,18 @@ func mutate(t *testing.T, path, raw string) []byte {
 	if err := dec.Decode(&root); err != nil {
 		t.Fatal(err)
 	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		set(t, root, pairs[i], pairs[i+1])
+	}
+	out, err := json.Marshal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func set(t *testing.T, root any, path, raw string) {
+	t.Helper()
 	parts := strings.Split(path, ".")
 	cur := root
 	for i, p := range parts {
@@ -135,11 +148,6 @@ func mutate(t *testing.T, path, raw string) []byte {
 			cur = arr[idx]
 		}
 	}
-	out, err := json.Marshal(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestHandlerRejectsMalformed(t *testing.T) {
@@ -174,7 +182,8 @@ func TestHandlerRejectsMalformed(t *testing.T) {
 		{"negative busy time", mutate(t, lu+"ffl_read.ffil_total_busy_time.seconds", `-3`), lu + "ffl_read.ffil_total_busy_time.seconds", "negative"},
 		{"busy longer than duration", mutate(t, lu+"ffl_read.ffil_total_busy_time.seconds", `61`), lu + "ffl_read.ffil_total_busy_time", "exceeds ffl_duration"},
 		{"zero length", mutate(t, r0+"ffis_length", `0`), r0 + "ffis_length", "must not be zero"},
-		{"range overflows", mutate(t, r0+"ffis_offset", `10`), "", ""}, // length is all-ones: valid
+		{"to-EOF length after an offset is valid", mutate(t, r0+"ffis_offset", `10`), "", ""},
+		{"range overflows", mutate(t, r0+"ffis_offset", `10`, r0+"ffis_length", `18446744073709551610`), r0 + "ffis_length", "overflows 64 bits"},
 		{"missing client", mutate(t, "client_id", ""), "client_id", "must not be empty"},
 		{"no reports", mutate(t, "reports", `[]`), "reports", "no reports"},
 		{"bad report time", mutate(t, "report_time", `"yesterday"`), "report_time", "RFC 3339"},
