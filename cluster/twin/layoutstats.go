@@ -1,0 +1,146 @@
+package twin
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"math"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// layoutRecentWindow is how long after its last I/O a client keeps
+// reporting a layout's counters (it still holds the layout).
+const layoutRecentWindow = 60.0
+
+// ioStat is one direction of ff_io_latency4, cumulative, fractional.
+type ioStat struct {
+	opsReq, bytesReq, opsDone, bytesDone, notDelivered, busy, completion float64
+}
+
+// layoutRec is the LAYOUTSTATS counters one client keeps for one stripe
+// (one file's component on one device). A layout change (the stripe moved)
+// gives the client a new layout stateid and new counters.
+type layoutRec struct {
+	client int32
+	stripe int32
+	gen    uint32
+	first  float64 // when the counters started, seconds since start
+	last   float64
+	rd, wr ioStat
+}
+
+func (r *layoutRec) stamp(_ *Twin, now float64) { r.last = now }
+
+// record returns the index of client c's counters for stripe s, creating
+// or restarting them as needed.
+func (t *Twin) record(c, s int32) int32 {
+	k := int(c)*len(t.stripes) + int(s)
+	i := t.recIdx[k]
+	now := float64(t.tick) * t.dt
+	if i < 0 {
+		t.recs = append(t.recs, layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now})
+		i = int32(len(t.recs) - 1)
+		t.recIdx[k] = i
+		return i
+	}
+	if r := &t.recs[i]; r.gen != t.stripes[s].gen {
+		*r = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now}
+	}
+	return i
+}
+
+func hexID(parts ...uint32) string {
+	b := make([]byte, 4*len(parts))
+	for i, p := range parts {
+		binary.BigEndian.PutUint32(b[4*i:], p)
+	}
+	return hex.EncodeToString(b)
+}
+
+// deviceID is the 16-byte pNFS deviceid4 of device d.
+func deviceID(d int32) string { return hexID(0x62616c6c, 0x61737400, 0, uint32(d)) }
+
+// DeviceID returns the pNFS deviceid4 (hex) the twin's MDS gives the named
+// device, or "" when there is no such device. Scoring uses it to map
+// LAYOUTSTATS-derived series back to device names.
+func (t *Twin) DeviceID(name string) string {
+	if d := t.findDevice(name); d >= 0 {
+		return deviceID(d)
+	}
+	return ""
+}
+
+func nfsTime(sec float64) models.NFSTime4 {
+	return models.NFSTime4FromDuration(time.Duration(math.Round(max(0, sec) * 1e9)))
+}
+
+func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
+	l := models.FFIOLatency4{
+		OpsRequested:      uint64(s.opsReq),
+		BytesRequested:    uint64(s.bytesReq),
+		OpsCompleted:      uint64(s.opsDone),
+		BytesCompleted:    uint64(s.bytesDone),
+		BytesNotDelivered: uint64(s.notDelivered),
+		TotalBusyTime:     nfsTime(min(s.busy, dur)),
+	}
+	if l.OpsCompleted > 0 {
+		l.AggregateCompletionTime = nfsTime(s.completion)
+	}
+	if l.BytesNotDelivered > l.BytesRequested-l.BytesCompleted {
+		l.BytesNotDelivered = l.BytesRequested - l.BytesCompleted
+	}
+	return l
+}
+
+// LayoutStats returns what every client would send the MDS in LAYOUTSTATS
+// now: one batch per client with I/O in the last minute, one RFC 8435
+// ff_iostats4 report per (layout stateid, device, data server, file
+// handle), counters cumulative since the client got the layout. Batches
+// are in client order and reports in the order the client first used the
+// stripe.
+func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
+	now := float64(t.tick) * t.dt
+	var out []models.LayoutStatsBatch
+	idx := make([]int, len(t.cli))
+	for i := range idx {
+		idx[i] = -1
+	}
+	for i := range t.recs {
+		r := &t.recs[i]
+		if now-r.last > layoutRecentWindow || now <= r.first {
+			continue
+		}
+		bi := idx[r.client]
+		if bi < 0 {
+			bi = len(out)
+			idx[r.client] = bi
+			out = append(out, models.LayoutStatsBatch{ClientID: t.cli[r.client].name, ReportTime: t.at(now)})
+		}
+		st := &t.stripes[r.stripe]
+		dv := &t.dev[st.dev]
+		out[bi].Reports = append(out[bi].Reports, models.FFIOStats4{
+			Offset:   0,
+			Length:   math.MaxUint64,
+			Stateid:  models.Stateid4{Seqid: r.gen, Other: hexID(uint32(r.client), uint32(st.file), r.gen)},
+			Read:     models.IOInfo4{Count: uint64(r.rd.opsDone), Bytes: uint64(r.rd.bytesDone)},
+			Write:    models.IOInfo4{Count: uint64(r.wr.opsDone), Bytes: uint64(r.wr.bytesDone)},
+			DeviceID: deviceID(st.dev),
+			LayoutUpdate: models.FFLayoutUpdate4{
+				Addr:     models.NetAddr4{NetID: "tcp", Addr: t.ds[dv.ds].addr + ".8.1"},
+				FHandle:  hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen),
+				Read:     r.rd.latency4(now - r.first),
+				Write:    r.wr.latency4(now - r.first),
+				Duration: nfsTime(now - r.first),
+			},
+		})
+	}
+	// batches are built in record order; put them in client order
+	sorted := make([]models.LayoutStatsBatch, 0, len(out))
+	for c := range t.cli {
+		if idx[c] >= 0 {
+			sorted = append(sorted, out[idx[c]])
+		}
+	}
+	return sorted
+}

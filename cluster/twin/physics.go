@@ -1,0 +1,472 @@
+package twin
+
+import (
+	"math"
+)
+
+// Causes of GPU idle time in the ground truth.
+const (
+	causeCheckpoint = iota // synchronous checkpoint: GPUs wait for the write
+	causeDevice            // a device saturated or slow (queueing latency)
+	causeDSNIC             // a data server's NIC saturated
+	causePort              // a switch port saturated
+	causeClientNIC         // the client's own NIC saturated
+	causeReadAhead         // the mount's read-ahead window limits a stream
+	causeIOError           // reads failed on a failed device
+	causeNodeDown          // reads failed on a data server that is down
+	causeLoader            // no storage cause: shard changes, loader ramp-up
+	numCauses
+)
+
+var causeNames = [numCauses]string{"checkpoint", "device", "ds_nic", "port", "client_nic", "read_ahead", "io_error", "node_down", "loader"}
+
+// Flow sources.
+const (
+	srcStream uint8 = iota
+	srcMigration
+	srcCross
+	srcFill
+)
+
+// flow is one stream's (or migration's, or background traffic's) demand on
+// one stripe for one tick, with the resources it crosses in order. coef
+// converts the flow's bytes into units of each resource: 1 for network
+// resources, device-seconds per byte for devices.
+type flow struct {
+	src     uint8
+	write   bool
+	err     int8 // cause of an I/O error, -1 none
+	n       uint8
+	owner   int32 // stream, migration or fault index
+	stripe  int32
+	rec     int32
+	dev     int32
+	res     [6]int32
+	coef    [6]float64
+	want    float64 // wire bytes wanted
+	demand  float64 // wire bytes after the stream's concurrency cap
+	served  float64
+	lim     int32 // limiting resource, -1 none
+	req     float64
+	amp     float64
+	slowDev int32 // the device that sets the stream's latency
+}
+
+func (t *Twin) devAvailable(d int32) bool {
+	dv := &t.dev[d]
+	return !dv.failed && !dv.retired && !t.ds[dv.ds].down
+}
+
+// devLatency is the service latency of one request of req bytes at device
+// d in seconds: (base + req/bandwidth) × queueing multiplier × outlier.
+func (t *Twin) devLatency(d int32, req float64, write bool) float64 {
+	dv := &t.dev[d]
+	h := max(dv.health, 0.01)
+	if write {
+		return (dv.writeLat + req/dv.writeBW/h) * dv.qmul * dv.outlier
+	}
+	return (dv.readLat + req/dv.readBW/h) * dv.qmul * dv.outlier
+}
+
+// devCoef is the device time one byte costs in requests of req bytes.
+func (t *Twin) devCoef(d int32, req float64, write bool) float64 {
+	dv := &t.dev[d]
+	if write {
+		return 1/dv.writeBW + dv.writeOver/req
+	}
+	return 1/dv.readBW + dv.readOver/req
+}
+
+// Step advances the simulation by one tick.
+func (t *Twin) Step() {
+	now := float64(t.tick) * t.dt
+	t.runFaults(now)
+	t.scheduleJobs(now)
+	t.setWants()
+	t.flows = t.flows[:0]
+	for si := range t.streams {
+		st := &t.streams[si]
+		st.got, st.lossAmt, st.lossCause, st.lossSubj, st.errored = 0, 0, -1, -1, false
+		if st.active && st.want > 0 && st.file >= 0 {
+			t.addStreamFlows(int32(si))
+		}
+	}
+	t.addMigrationFlows()
+	t.addFaultFlows()
+	t.share()
+	t.updateDevices()
+	t.settleFlows(now)
+	t.settleJobs(now)
+	t.settleMigrations(now)
+	t.endTick(now)
+	t.tick++
+}
+
+// Run advances the simulation by d of simulated time.
+func (t *Twin) Run(d int64) {
+	for i := int64(0); i < d; i++ {
+		t.Step()
+	}
+}
+
+// addStreamFlows splits a stream's demand this tick over the stripes of
+// its file. A stream keeps a window of bytes in flight (read-ahead for
+// sequential reads, queue depth × fetch size for random reads and writes);
+// by Little's law it cannot move more than window ÷ latency per second,
+// where latency is that of its slowest device plus the network round trip.
+func (t *Twin) addStreamFlows(si int32) {
+	st := &t.streams[si]
+	c := &t.cli[st.client]
+	fl := &t.files[st.file]
+	var req, window, amp float64
+	write := st.kind == streamWrite
+	switch st.kind {
+	case streamSeqRead:
+		req = min(c.rsize, max(st.appReq, c.ra))
+		window = st.appReq + c.ra
+		amp = 1
+	case streamRandRead:
+		fetch := max(st.appReq, c.ra)
+		req = min(c.rsize, fetch)
+		window = st.depth * fetch
+		amp = fetch / st.appReq
+	default:
+		req = min(c.rsize, st.appReq)
+		window = st.depth * st.appReq
+		amp = 1
+	}
+	req = max(req, 4096)
+	worst, slow := 0.0, int32(-1)
+	for s := fl.first; s < fl.first+fl.n; s++ {
+		d := t.stripes[s].dev
+		if !t.devAvailable(d) {
+			continue
+		}
+		if l := t.devLatency(d, req, write); l > worst {
+			worst, slow = l, d
+		}
+	}
+	lat := worst + t.sc.Topology.NetRTTMicros*1e-6 + req/c.nicBW
+	wantWire := st.want * amp
+	if math.IsInf(wantWire, 1) {
+		wantWire = 1e30
+	}
+	demand := min(wantWire, window/lat*t.dt)
+	n := float64(fl.n)
+	cb := t.cliBase + slotsPerHost*int(st.client)
+	for s := fl.first; s < fl.first+fl.n; s++ {
+		sp := &t.stripes[s]
+		d := sp.dev
+		f := flow{src: srcStream, write: write, err: -1, owner: si, stripe: s, dev: d, want: wantWire / n, demand: demand / n, lim: -1, req: req, amp: amp, slowDev: slow}
+		f.rec = t.record(st.client, s)
+		dv := &t.dev[d]
+		switch {
+		case t.ds[dv.ds].down:
+			f.err = causeNodeDown
+		case dv.failed || dv.retired:
+			f.err = causeIOError
+		case write && dv.used >= dv.capBytes:
+			f.err = causeIOError
+		}
+		if f.err >= 0 {
+			f.demand = 0
+			t.flows = append(t.flows, f)
+			continue
+		}
+		db := t.dsBase + slotsPerHost*int(dv.ds)
+		dc := t.devCoef(d, req, write)
+		if write {
+			f.res = [6]int32{int32(cb + slotNICTx), int32(cb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), d}
+			f.coef = [6]float64{1, 1, 1, 1, dc}
+		} else {
+			f.res = [6]int32{d, int32(db + slotNICTx), int32(db + slotPortIn), int32(cb + slotPortOut), int32(cb + slotNICRx)}
+			f.coef = [6]float64{dc, 1, 1, 1, 1}
+		}
+		f.n = 5
+		t.flows = append(t.flows, f)
+	}
+}
+
+// share serves every flow: each resource whose offered load exceeds its
+// capacity scales all flows through it by capacity ÷ load, and a flow gets
+// the smallest scale on its path. This is proportional sharing at the
+// bottleneck (what a FIFO device queue or a shared link without per-flow
+// scheduling does): no resource ever serves more than its capacity.
+func (t *Twin) share() {
+	load, used, scale, capa := t.resLoad, t.resUsed, t.resScale, t.resCap
+	for i := range load {
+		load[i], used[i] = 0, 0
+	}
+	for i := range t.flows {
+		f := &t.flows[i]
+		for k := uint8(0); k < f.n; k++ {
+			load[f.res[k]] += f.demand * f.coef[k]
+		}
+	}
+	for i := range load {
+		switch {
+		case load[i] <= capa[i]:
+			scale[i] = 1
+		case capa[i] <= 0:
+			scale[i] = 0
+		default:
+			// nextafter guards against rounding pushing the sum of
+			// scaled flows one ulp above the capacity
+			scale[i] = math.Nextafter(capa[i]/load[i], 0)
+		}
+	}
+	for i := range t.flows {
+		f := &t.flows[i]
+		x, lim := 1.0, int32(-1)
+		for k := uint8(0); k < f.n; k++ {
+			if s := scale[f.res[k]]; s < x {
+				x, lim = s, f.res[k]
+			}
+		}
+		f.served = f.demand * x
+		f.lim = lim
+		for k := uint8(0); k < f.n; k++ {
+			used[f.res[k]] += f.served * f.coef[k]
+		}
+	}
+}
+
+// updateDevices turns the tick's device time into utilisation and the
+// queueing multiplier of latency: 1/(1−ρ) capped at ρ = 0.95 (an M/M/1
+// curve), times offered ÷ capacity when the device is oversubscribed (the
+// queue of a closed loop grows with the excess). The multiplier is
+// smoothed (half-life one tick) so that streams, whose windows depend on
+// latency, settle instead of oscillating.
+func (t *Twin) updateDevices() {
+	for d := range t.dev {
+		dv := &t.dev[d]
+		c := t.resCap[d]
+		if c <= 0 {
+			dv.util = 0
+			continue
+		}
+		rho := t.resUsed[d] / c
+		dv.util = rho
+		target := 1 / (1 - min(rho, 0.95))
+		if over := t.resLoad[d] / c; over > 1 {
+			target *= over
+		}
+		dv.qmul = 0.5*dv.qmul + 0.5*target
+		dv.utilEWMA += (rho - dv.utilEWMA) * min(1, t.dt/60)
+	}
+}
+
+// settleFlows books every flow's bytes on streams, counters and records.
+func (t *Twin) settleFlows(now float64) {
+	rtt := t.sc.Topology.NetRTTMicros * 1e-3 // ms
+	for i := range t.flows {
+		f := &t.flows[i]
+		switch f.src {
+		case srcMigration:
+			t.migs[f.owner].moved += f.served
+			t.bookDevice(f.dev, f.served, 1<<20, false)
+			t.bookDevice(t.migs[f.owner].dst, f.served, 1<<20, true)
+			t.dev[t.migs[f.owner].dst].used += f.served
+			continue
+		case srcFill:
+			dv := &t.dev[f.dev]
+			t.bookDevice(f.dev, f.served, 1<<20, true)
+			dv.used = min(dv.capBytes, dv.used+f.served)
+			t.faults[f.owner].filled += f.served
+			t.faults[f.owner].fillDev[f.stripe] += f.served
+			continue
+		case srcCross:
+			continue
+		}
+		st := &t.streams[f.owner]
+		if f.err >= 0 {
+			t.noteLoss(st, f.want/f.amp, int8(f.err), t.errSubject(f))
+			st.errored = true
+			t.ioErrors++
+			t.cli[st.client].errors++
+			if f.rec >= 0 {
+				r := &t.recs[f.rec]
+				r.stamp(t, now)
+				notDelivered := min(f.want, t.dt*t.cli[st.client].nicBW/float64(t.files[st.file].n))
+				if f.write {
+					r.wr.opsReq += notDelivered / f.req
+					r.wr.bytesReq += notDelivered
+					r.wr.notDelivered += notDelivered
+				} else {
+					r.rd.opsReq += notDelivered / f.req
+					r.rd.bytesReq += notDelivered
+					r.rd.notDelivered += notDelivered
+				}
+			}
+			continue
+		}
+		good := f.served / f.amp
+		st.got += good
+		if capLoss := f.want - f.demand; capLoss > 1e-9*f.want {
+			if f.slowDev >= 0 && t.dev[f.slowDev].qmul*t.dev[f.slowDev].outlier >= 2 {
+				t.noteLoss(st, capLoss/f.amp, causeDevice, f.slowDev)
+			} else if !f.write {
+				t.noteLoss(st, capLoss/f.amp, causeReadAhead, int32(t.cliBase+slotsPerHost*int(st.client)+slotNICRx))
+			}
+		}
+		if resLoss := f.demand - f.served; resLoss > 1e-9*f.demand && f.lim >= 0 {
+			t.noteLoss(st, resLoss/f.amp, t.causeOfRes(f.lim), f.lim)
+		}
+		if f.served <= 0 {
+			continue
+		}
+		ops := f.served / f.req
+		lat := t.devLatency(f.dev, f.req, f.write)
+		t.bookDevice(f.dev, f.served, f.req, f.write)
+		c := &t.cli[st.client]
+		ms := ops * (lat*1e3 + rtt)
+		dv := &t.dev[f.dev]
+		sp := &t.stripes[f.stripe]
+		if f.write {
+			c.wrOps += ops
+			c.wrBytes += f.served
+			c.wrRTTms += ms
+			c.wrExems += ms + ops*0.01
+			sp.bytes += f.served
+			dv.used += f.served
+			st.pos += f.served
+			t.ds[dv.ds].nfsdWrites += ops
+		} else {
+			c.readOps += ops
+			c.readBytes += f.served
+			c.readGood += good
+			c.readRTTms += ms
+			c.readExems += ms + ops*0.01
+			if st.kind == streamSeqRead {
+				st.pos += good
+			}
+			t.ds[dv.ds].nfsdReads += ops
+		}
+		r := &t.recs[f.rec]
+		r.stamp(t, now)
+		io := &r.rd
+		if f.write {
+			io = &r.wr
+		}
+		io.opsReq += ops
+		io.bytesReq += f.served
+		io.opsDone += ops
+		io.bytesDone += f.served
+		io.busy += min(t.dt, ms*1e-3)
+		io.completion += ms * 1e-3
+	}
+	// sequential streams that hit an error skip the rest of the file, as a
+	// data loader skips an unreadable shard
+	for si := range t.streams {
+		st := &t.streams[si]
+		if st.errored && st.kind == streamSeqRead {
+			st.pos = t.files[st.file].size
+		}
+		if st.errored && st.kind == streamWrite {
+			j := &t.jobs[st.job]
+			if j.ckOn && j.ckFailed == "" {
+				j.ckFailed = "io_error"
+				dv := t.stripes[t.files[st.file].first].dev
+				if t.dev[dv].used >= t.dev[dv].capBytes {
+					j.ckFailed = "enospc"
+				}
+			}
+		}
+	}
+	// network counters from what the resources carried
+	for i := range t.ds {
+		b := t.dsBase + slotsPerHost*i
+		t.ds[i].txBytes += t.resUsed[b+slotNICTx]
+		t.ds[i].rxBytes += t.resUsed[b+slotNICRx]
+	}
+	for i := range t.cli {
+		b := t.cliBase + slotsPerHost*i
+		t.cli[i].txBytes += t.resUsed[b+slotNICTx]
+		t.cli[i].rxBytes += t.resUsed[b+slotNICRx]
+	}
+}
+
+func (t *Twin) errSubject(f *flow) int32 {
+	if f.err == causeNodeDown {
+		return int32(t.dsBase + slotsPerHost*int(t.dev[f.dev].ds))
+	}
+	return f.dev
+}
+
+// bookDevice adds served bytes in requests of req bytes to device d's
+// diskstats counters.
+func (t *Twin) bookDevice(d int32, bytes, req float64, write bool) {
+	if bytes <= 0 {
+		return
+	}
+	dv := &t.dev[d]
+	ops := bytes / req
+	ms := ops * t.devLatency(d, req, write) * 1e3
+	if write {
+		dv.wrOps += ops
+		dv.wrBytes += bytes
+		dv.wrMs += ms
+		dv.smart.hostWrites += ops
+		dv.smart.bytesWritten += bytes
+	} else {
+		dv.rdOps += ops
+		dv.rdBytes += bytes
+		dv.rdMs += ms
+		dv.smart.hostReads += ops
+		dv.smart.bytesRead += bytes
+	}
+	dv.wIoMs += ms
+}
+
+func (t *Twin) noteLoss(st *stream, amt float64, cause int8, subj int32) {
+	if amt > st.lossAmt {
+		st.lossCause, st.lossSubj = cause, subj
+	}
+	st.lossAmt += amt
+}
+
+// causeOfRes maps a limiting resource to its idle-time cause.
+func (t *Twin) causeOfRes(r int32) int8 {
+	switch {
+	case int(r) < t.dsBase:
+		return causeDevice
+	case int(r) < t.cliBase:
+		if (int(r)-t.dsBase)%slotsPerHost < slotPortIn {
+			return causeDSNIC
+		}
+		return causePort
+	default:
+		if (int(r)-t.cliBase)%slotsPerHost < slotPortIn {
+			return causeClientNIC
+		}
+		return causePort
+	}
+}
+
+// endTick finishes device counters and SMART for the tick and flushes a
+// minute of GPU idle truth when a minute ends.
+func (t *Twin) endTick(now float64) {
+	dtms := t.dt * 1e3
+	for d := range t.dev {
+		dv := &t.dev[d]
+		if t.ds[dv.ds].down {
+			continue
+		}
+		dv.ioMs += min(1, dv.util) * dtms
+		// mean queue length of an M/M/1 queue: ρ/(1−ρ) = ρ × multiplier
+		dv.inflight = min(1, dv.util) * dv.qmul
+		t.tickSmart(int32(d))
+	}
+	end := now + t.dt
+	if m := int64(end) / 60; m != t.minuteOf {
+		t.flushIdleMinute(float64(t.minuteOf*60), float64(m*60))
+		t.minuteOf = m
+		// clients send LAYOUTSTATS for each layout in use about once a
+		// minute
+		for i := range t.recs {
+			if end-t.recs[i].last <= layoutRecentWindow {
+				t.cli[t.recs[i].client].layoutStats++
+			}
+		}
+	}
+}

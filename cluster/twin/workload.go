@@ -1,0 +1,426 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+)
+
+// Stream kinds.
+const (
+	streamSeqRead  uint8 = iota // sequential read through a file (shard, scan)
+	streamRandRead              // random reads of appReq bytes over files
+	streamWrite                 // sequential write of a checkpoint file
+)
+
+// stream is one client-side I/O stream: a data-loader worker, a scan, an
+// inference reader or a checkpoint writer.
+type stream struct {
+	kind   uint8
+	active bool
+	client int32
+	gpu    int32 // -1 if not feeding a GPU
+	job    int32
+	file   int32
+	pos    float64 // bytes done in file
+	want   float64 // goodput wanted this tick, bytes
+	got    float64 // goodput delivered this tick, bytes
+	appReq float64 // application request size, bytes
+	depth  float64 // outstanding application requests
+	// dominant reason the stream got less than it wanted this tick
+	lossAmt   float64
+	lossCause int8
+	lossSubj  int32
+	errored   bool
+}
+
+// job is the runtime state of one workload.
+type job struct {
+	w        *Workload
+	kind     string
+	clients  []int32
+	gpus     []int32
+	first    int32 // first stream
+	nRead    int32 // read streams
+	dataset  int32
+	perGPU   float64 // training: bytes/s each GPU consumes at full speed
+	rate     float64 // inference/analytics: goodput bytes/s per stream, 0 = unlimited
+	scale    float64
+	active   bool
+	perm     []int32
+	permPos  int
+	hot      []int32
+	hotShare float64
+	phaseRec int
+
+	ck       *Checkpoint
+	ckFiles  []int32 // slot*ranks + rank
+	ckSlots  int
+	ckCount  int
+	ckNext   float64
+	ckOn     bool
+	ckStart  float64
+	ckRec    int
+	ckWriter int32 // first writer stream
+	ckFailed string
+}
+
+func (t *Twin) buildJobs(poolIdx map[string]int32) error {
+	sc := t.sc
+	for ji := range sc.Workloads {
+		w := &sc.Workloads[ji]
+		j := job{w: w, kind: w.Kind, scale: 1, phaseRec: -1, ckRec: -1, ckWriter: -1}
+		for di := range t.datasets {
+			if t.datasets[di].name == w.Dataset {
+				j.dataset = int32(di)
+			}
+		}
+		for ci := range t.cli {
+			g := sc.Topology.Clients[t.cli[ci].group]
+			if g.NamePrefix != w.Clients {
+				continue
+			}
+			idx := ci - t.firstClientOf(t.cli[ci].group)
+			if idx >= w.First && idx < w.First+w.Count {
+				j.clients = append(j.clients, int32(ci))
+			}
+		}
+		j.first = int32(len(t.streams))
+		switch w.Kind {
+		case KindTraining:
+			j.perGPU = w.SamplesPerSec * w.BytesPerSample
+			for _, ci := range j.clients {
+				c := &t.cli[ci]
+				for g := c.firstGPU; g < c.firstGPU+c.nGPU; g++ {
+					if t.gpus[g].job >= 0 {
+						return fmt.Errorf("workload %q: GPU %d of %s already runs workload %q", w.Name, t.gpus[g].index, c.name, sc.Workloads[t.gpus[g].job].Name)
+					}
+					t.gpus[g].job = int32(ji)
+					t.gpus[g].cap = w.PrefetchMB * 1e6
+					j.gpus = append(j.gpus, g)
+					for k := 0; k < w.Workers; k++ {
+						t.streams = append(t.streams, stream{kind: streamSeqRead, client: ci, gpu: g, job: int32(ji), file: -1, appReq: w.ReadKB * 1024, depth: 1})
+					}
+				}
+			}
+		case KindAnalytics, KindInference:
+			kind := streamSeqRead
+			if w.Kind == KindInference {
+				kind = streamRandRead
+			}
+			j.rate = w.RateMBps * 1e6
+			for _, ci := range j.clients {
+				for k := 0; k < w.Streams; k++ {
+					t.streams = append(t.streams, stream{kind: kind, client: ci, gpu: -1, job: int32(ji), file: -1, appReq: w.ReadKB * 1024, depth: float64(w.QueueDepth)})
+				}
+			}
+		}
+		j.nRead = int32(len(t.streams)) - j.first
+		if c := w.Checkpoint; c != nil {
+			j.ck = c
+			j.ckSlots = c.Keep + 1
+			ranks := len(j.gpus)
+			p := poolIdx[c.Pool]
+			if n := len(t.pools[p].devices); c.Layout.StripeCount > n {
+				return fmt.Errorf("workload %q: checkpoint stripe_count %d exceeds the %d devices of pool %q", w.Name, c.Layout.StripeCount, n, c.Pool)
+			}
+			size := c.SizeGB * 1e9 / float64(ranks)
+			for s := 0; s < j.ckSlots; s++ {
+				for r := 0; r < ranks; r++ {
+					f := t.addFile(fmt.Sprintf("%s/ckpt-%d/rank-%04d", w.Name, s, r), -1, size, c.Layout)
+					t.place(f, p, c.Layout.Placement)
+					j.ckFiles = append(j.ckFiles, f)
+				}
+			}
+			j.ckWriter = int32(len(t.streams))
+			for r := 0; r < ranks; r++ {
+				g := j.gpus[r]
+				t.streams = append(t.streams, stream{kind: streamWrite, client: t.gpus[g].client, gpu: -1, job: int32(ji), file: -1, appReq: c.WriteKB * 1024, depth: float64(c.Depth)})
+			}
+			j.ckNext = c.First.Seconds() + t.jitter(c.Jitter.Seconds())
+		}
+		t.jobs = append(t.jobs, j)
+	}
+	return nil
+}
+
+func (t *Twin) firstClientOf(group int) int {
+	for i := range t.cli {
+		if t.cli[i].group == group {
+			return i
+		}
+	}
+	return 0
+}
+
+func (t *Twin) jitter(j float64) float64 {
+	if j <= 0 {
+		return 0
+	}
+	return (t.rng.Float64()*2 - 1) * j
+}
+
+// scheduleJobs starts and stops workloads and checkpoints at time now
+// (seconds since start).
+func (t *Twin) scheduleJobs(now float64) {
+	for ji := range t.jobs {
+		j := &t.jobs[ji]
+		w := j.w
+		on := now >= w.Start.Seconds() && (w.End == 0 || now < w.End.Seconds())
+		if on && !j.active {
+			j.active = true
+			j.phaseRec = t.openTruth("workload_phase", subjectJob(w.Name), now, map[string]any{
+				"class": w.Kind, "clients": w.Clients, "nodes": len(j.clients), "dataset": w.Dataset,
+			})
+		} else if !on && j.active {
+			j.active = false
+			t.closeTruth(j.phaseRec, now)
+			for s := j.first; s < j.first+j.nRead; s++ {
+				t.streams[s].active = false
+			}
+		}
+		if j.ck != nil && j.active && !j.ckOn && now >= j.ckNext {
+			t.startCheckpoint(ji, now)
+		}
+	}
+}
+
+func (t *Twin) startCheckpoint(ji int, now float64) {
+	j := &t.jobs[ji]
+	ranks := len(j.gpus)
+	slot := j.ckCount % j.ckSlots
+	j.ckCount++
+	j.ckOn = true
+	j.ckStart = now
+	j.ckFailed = ""
+	pi := int32(0)
+	for i := range t.pools {
+		if t.pools[i].name == j.ck.Pool {
+			pi = int32(i)
+		}
+	}
+	for r := 0; r < ranks; r++ {
+		f := j.ckFiles[slot*ranks+r]
+		t.deleteFile(f) // the oldest checkpoint makes room
+		t.place(f, pi, j.ck.Layout.Placement)
+		s := &t.streams[j.ckWriter+int32(r)]
+		s.active, s.file, s.pos = true, f, 0
+		t.cli[s.client].opens++
+	}
+	j.ckRec = t.openTruth("checkpoint_burst", subjectJob(j.w.Name), now, map[string]any{
+		"mode": j.ck.Mode, "bytes": j.ck.SizeGB * 1e9, "ranks": ranks, "slot": slot,
+	})
+}
+
+// deleteFile frees the bytes a file holds on its devices.
+func (t *Twin) deleteFile(f int32) {
+	fl := &t.files[f]
+	for s := fl.first; s < fl.first+fl.n; s++ {
+		st := &t.stripes[s]
+		if st.dev >= 0 {
+			t.dev[st.dev].used = max(0, t.dev[st.dev].used-st.bytes)
+		}
+		st.bytes = 0
+	}
+}
+
+func (t *Twin) finishCheckpoint(ji int, now float64) {
+	j := &t.jobs[ji]
+	j.ckOn = false
+	for r := range j.gpus {
+		t.streams[j.ckWriter+int32(r)].active = false
+	}
+	if j.ckFailed != "" {
+		t.truth[j.ckRec].Params["failed"] = j.ckFailed
+		slot := (j.ckCount - 1) % j.ckSlots
+		for r := range j.gpus {
+			t.deleteFile(j.ckFiles[slot*len(j.gpus)+r])
+		}
+	}
+	t.closeTruth(j.ckRec, now)
+	base := now
+	if j.ck.Mode == ModeAsync {
+		base = j.ckStart
+	}
+	j.ckNext = max(now+t.dt, base+j.ck.Interval.Seconds()+t.jitter(j.ck.Jitter.Seconds()))
+}
+
+// paused reports whether the GPUs of job ji wait for a synchronous
+// checkpoint.
+func (j *job) paused() bool { return j.ckOn && j.ck.Mode == ModeSync }
+
+// nextFile picks the next file of a read stream: shuffled order for
+// training (one permutation per epoch shared by all ranks, like a
+// distributed sampler), sequential for scans, uniform for random readers;
+// a hot-shard fault diverts a share of picks to its hot files.
+func (t *Twin) nextFile(j *job, kind uint8) int32 {
+	ds := &t.datasets[j.dataset]
+	if len(j.hot) > 0 && t.rng.Float64() < j.hotShare {
+		return j.hot[t.rng.IntN(len(j.hot))]
+	}
+	if kind == streamRandRead {
+		if j.w.HotFraction > 0 && t.rng.Float64() < 0.9 {
+			n := max(1, int(float64(ds.nFiles)*j.w.HotFraction))
+			return ds.firstFile + int32(t.rng.IntN(n))
+		}
+		return ds.firstFile + int32(t.rng.IntN(int(ds.nFiles)))
+	}
+	if j.permPos >= len(j.perm) {
+		if j.perm == nil {
+			j.perm = make([]int32, ds.nFiles)
+		}
+		for i := range j.perm {
+			j.perm[i] = ds.firstFile + int32(i)
+		}
+		if j.kind == KindTraining {
+			t.rng.Shuffle(len(j.perm), func(a, b int) { j.perm[a], j.perm[b] = j.perm[b], j.perm[a] })
+		}
+		j.permPos = 0
+	}
+	f := j.perm[j.permPos]
+	j.permPos++
+	return f
+}
+
+// setWants decides how many bytes each active stream wants this tick.
+func (t *Twin) setWants() {
+	dt := t.dt
+	for ji := range t.jobs {
+		j := &t.jobs[ji]
+		if !j.active {
+			continue
+		}
+		switch j.kind {
+		case KindTraining:
+			w := float64(j.w.Workers)
+			c := j.perGPU * j.scale * dt
+			if j.paused() {
+				c = 0
+			}
+			for k, g := range j.gpus {
+				gp := &t.gpus[g]
+				need := max(0, gp.cap-gp.queue) + c
+				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
+					st := &t.streams[s]
+					st.active = true
+					if st.file < 0 || t.fileDone(st) {
+						st.file, st.pos = t.nextFile(j, st.kind), 0
+						t.cli[st.client].opens++
+					}
+					st.want = min(need/w, t.files[st.file].size-st.pos)
+				}
+			}
+		default:
+			for s := j.first; s < j.first+j.nRead; s++ {
+				st := &t.streams[s]
+				st.active = true
+				if st.kind == streamRandRead || st.file < 0 || t.fileDone(st) {
+					if st.kind == streamSeqRead || st.file < 0 {
+						t.cli[st.client].opens++
+					}
+					st.file, st.pos = t.nextFile(j, st.kind), 0
+				}
+				want := math.Inf(1)
+				if j.rate > 0 {
+					want = j.rate * j.scale * dt
+				}
+				if st.kind == streamSeqRead {
+					want = min(want, t.files[st.file].size-st.pos)
+				}
+				st.want = want
+			}
+		}
+		if j.ckOn {
+			for r := range j.gpus {
+				st := &t.streams[j.ckWriter+int32(r)]
+				st.want = max(0, t.files[st.file].size-st.pos)
+			}
+		}
+	}
+}
+
+// settleJobs moves delivered bytes into prefetch queues, runs the GPUs and
+// attributes their idle time, and completes checkpoints.
+func (t *Twin) settleJobs(now float64) {
+	dt := t.dt
+	for ji := range t.jobs {
+		j := &t.jobs[ji]
+		if j.ckOn {
+			done := true
+			for r := range j.gpus {
+				st := &t.streams[j.ckWriter+int32(r)]
+				if !t.fileDone(st) {
+					done = false
+				}
+			}
+			if done || j.ckFailed != "" {
+				t.finishCheckpoint(ji, now+dt)
+			}
+		}
+		if j.kind != KindTraining {
+			continue
+		}
+		paused := j.paused()
+		for k, g := range j.gpus {
+			gp := &t.gpus[g]
+			if !j.active {
+				gp.busy = 0
+				continue
+			}
+			got := 0.0
+			lossTot := 0.0
+			for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
+				got += t.streams[s].got
+				lossTot += t.streams[s].lossAmt
+			}
+			gp.queue += got
+			gp.pcieRx += got
+			gp.lastRx = got
+			t.allocSec += dt
+			if paused {
+				gp.busy = 0
+				gp.energyJ += gpuIdleWatts * dt
+				t.pauseSec += dt
+				t.addIdle(causeCheckpoint, len(t.resCap)+ji, dt)
+				continue
+			}
+			c := j.perGPU * j.scale * dt
+			used := min(c, gp.queue)
+			gp.queue -= used
+			busy := 1.0
+			if c > 0 {
+				busy = used / c
+			}
+			gp.busy = busy
+			gp.busySec += busy * dt
+			t.busySec += busy * dt
+			gp.energyJ += (gpuIdleWatts + (gpuBusyWatts-gpuIdleWatts)*busy) * dt
+			idle := (1 - busy) * dt
+			if idle <= 1e-12 {
+				continue
+			}
+			if lossTot > 0 {
+				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
+					st := &t.streams[s]
+					if st.lossAmt > 0 {
+						t.addIdle(int(st.lossCause), int(st.lossSubj), idle*st.lossAmt/lossTot)
+						gp.cause, gp.causeS = st.lossCause, st.lossSubj
+					}
+				}
+			} else if gp.cause >= 0 && gp.causeS >= 0 && gp.cause != int8(causeLoader) {
+				t.addIdle(int(gp.cause), int(gp.causeS), idle)
+			} else {
+				t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, idle)
+			}
+		}
+	}
+}
+
+// GPU power model, H100 SXM class (docs/scenarios.md).
+const (
+	gpuIdleWatts = 90.0
+	gpuBusyWatts = 650.0
+)
+
+// fileDone reports whether stream st has finished its file; less than a
+// byte left counts as done (float sums of a tick's shares round).
+func (t *Twin) fileDone(st *stream) bool { return st.pos >= t.files[st.file].size-1 }
