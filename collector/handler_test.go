@@ -202,7 +202,8 @@ func TestHandlerRealCollectorsOverFakeTree(t *testing.T) {
 	defer h.Close()
 	body, _ := scrape(t, h, false)
 	for _, want := range []string{
-		`ballast_collector_success{collector="nvme"} 0`,
+		`ballast_collector_success{collector="nvme"} 1`,                // finds sda in /sys/block ...
+		`ballast_collector_device_up{collector="nvme",device="sda"} 0`, // ... but no /dev/sda
 		`ballast_collector_success{collector="smartctl"} 0`,
 		`ballast_collector_success{collector="dcgm"} 0`,
 		`ballast_collector_success{collector="diskstats"} 1`,

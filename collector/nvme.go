@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	smart "github.com/anatol/smart.go"
 
@@ -31,30 +32,46 @@ type nvmeDevice interface {
 // identity (model, serial, firmware) from sysfs. A controller that cannot
 // be opened or read yields ballast_collector_device_up 0 and a warning
 // logged once per reason; the other controllers are still read.
+//
+// It also reads SATA drives (sd* block devices) through smart.go's ATA
+// pass-through: ATA attributes, normalised and raw. SAS and other non-ATA
+// disks are left to the smartctl collector.
 type nvmeCollector struct {
 	sysRoot, devRoot string
 	open             func(path string) (nvmeDevice, error)
+	openSata         func(path string) (sataDevice, error)
+	now              func() time.Time
+	sataFailed       map[string]sataFailure // drives not to retry before a time
 	log              *onceLogger
+}
+
+type sataFailure struct {
+	until time.Time
+	notAT bool // not an ATA drive at all: report nothing
 }
 
 func newNVMeCollector(opts Options, log *onceLogger) (Collector, error) {
 	return &nvmeCollector{
-		sysRoot: opts.SysRoot,
-		devRoot: opts.DevRoot,
-		open:    func(p string) (nvmeDevice, error) { return smart.OpenNVMe(p) },
-		log:     log,
+		sysRoot:    opts.SysRoot,
+		devRoot:    opts.DevRoot,
+		open:       func(p string) (nvmeDevice, error) { return smart.OpenNVMe(p) },
+		openSata:   openSata,
+		now:        opts.Now,
+		sataFailed: map[string]sataFailure{},
+		log:        log,
 	}, nil
 }
 
 func (c *nvmeCollector) Collect(ctx context.Context) ([]Sample, error) {
 	ctrls, err := os.ReadDir(filepath.Join(c.sysRoot, "class/nvme"))
-	if errors.Is(err, fs.ErrNotExist) || (err == nil && len(ctrls) == 0) {
-		return nil, fmt.Errorf("cannot find NVMe controllers under %q: %w", c.sysRoot, ErrNotApplicable)
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("cannot list NVMe controllers: %w", err)
 	}
-	var out []Sample
+	sata := sataDrives(c.sysRoot)
+	if len(ctrls) == 0 && len(sata) == 0 {
+		return nil, fmt.Errorf("cannot find NVMe controllers or SATA drives under %q: %w", c.sysRoot, ErrNotApplicable)
+	}
+	out := c.collectSata(sata)
 	for _, e := range ctrls {
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -76,6 +93,48 @@ func (c *nvmeCollector) Collect(ctx context.Context) ([]Sample, error) {
 		out = append(out, Sample{models.MetricDriveSmartHealthy, id.labels(), boolFloat(l.CritWarning == 0)})
 	}
 	return out, nil
+}
+
+// collectSata reads the SATA drives, skipping those that recently failed
+// to open (see sataRetry) and those that are not ATA.
+func (c *nvmeCollector) collectSata(names []string) []Sample {
+	var out []Sample
+	now := c.now()
+	for _, name := range names {
+		if f, ok := c.sataFailed[name]; ok && now.Before(f.until) {
+			if !f.notAT {
+				out = append(out, deviceUp("nvme", name, false))
+			}
+			continue
+		}
+		path := filepath.Join(c.devRoot, name)
+		d, err := c.openSata(path)
+		if errors.Is(err, errNotSata) {
+			c.sataFailed[name] = sataFailure{until: now.Add(sataRetry), notAT: true}
+			continue
+		}
+		var (
+			id    driveID
+			attrs []ataAttribute
+		)
+		if err == nil {
+			id, attrs, err = readSata(d, name)
+			d.Close()
+		} else {
+			err = fmt.Errorf("cannot open %q: %w", path, err)
+			c.sataFailed[name] = sataFailure{until: now.Add(sataRetry)}
+		}
+		if err != nil {
+			c.log.warnOnce(name, err.Error(), "cannot read SATA SMART data", "device", name)
+			out = append(out, deviceUp("nvme", name, false))
+			continue
+		}
+		delete(c.sataFailed, name)
+		c.log.clear(name)
+		out = append(out, deviceUp("nvme", name, true), id.info())
+		out = append(out, ataSamples(id, attrs)...)
+	}
+	return out
 }
 
 func (c *nvmeCollector) readLog(path string) (*smart.NvmeSMARTLog, error) {

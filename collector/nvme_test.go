@@ -168,7 +168,8 @@ func TestNVMeCollectorDeviceUpAndLogOnce(t *testing.T) {
 		"class/nvme/nvme1/model":        "gone\n",
 	})
 	warnings := 0
-	c := &nvmeCollector{sysRoot: sys, devRoot: "/nonexistent-dev", log: newOnceLogger(slog.New(countHandler{&warnings}))}
+	cc, _ := newNVMeCollector(Options{SysRoot: sys, DevRoot: "/nonexistent-dev"}.withDefaults(), newOnceLogger(slog.New(countHandler{&warnings})))
+	c := cc.(*nvmeCollector)
 	c.open = func(p string) (nvmeDevice, error) {
 		if strings.HasSuffix(p, "nvme1") {
 			return nil, errors.New("permission denied")
