@@ -149,6 +149,10 @@ type EvalResult struct {
 	MedianHistoryDaysFailedTest float64
 	Methods                     []MethodResult
 	TargetFPRs                  []float64
+	// ExporterRule is the static baseline exactly as smartctl_exporter's
+	// alert fires: any reallocated/pending/uncorrectable count above zero
+	// or a failed SMART status.
+	ExporterRule OperatingPoint
 }
 
 // EvalTargetFPRs are the per-drive false-positive rates the evaluation reports.
@@ -243,6 +247,9 @@ func Evaluate(drives []Drive, methods []Method) EvalResult {
 			mr.TestROC = append(mr.TestROC, bestAt(tes, fpr))
 		}
 		r.Methods = append(r.Methods, mr)
+		if m.Name == StaticRuleMethod().Name {
+			r.ExporterRule = pointAt(tes, math.SmallestNonzeroFloat64, math.NaN())
+		}
 	}
 	return r
 }

@@ -60,6 +60,10 @@ func (r *EvalResult) WriteMarkdown(w io.Writer, captures []CaptureResult) error 
 	table("**Thresholds chosen on the train split, applied to the test split** (the deployable numbers):", func(m *MethodResult) []OperatingPoint { return m.TrainChosen })
 	table("**Test ROC read-off** (best test TPR whose test FPR is within the target; optimistic, shown for comparison only):", func(m *MethodResult) []OperatingPoint { return m.TestROC })
 
+	if e := r.ExporterRule; e.Threshold > 0 {
+		fmt.Fprintf(&b, "The smartctl_exporter rule exactly as written (any reallocated, pending or uncorrectable sector, or SMART status failed) "+
+			"flags %s of failed test drives at FPR %s, median lead %s days.\n\n", pctS(e.TPR), pctS(e.FPR), days(e.MedianLead))
+	}
 	r.writeTargets(&b)
 
 	if len(captures) > 0 {
