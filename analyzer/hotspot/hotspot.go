@@ -156,6 +156,13 @@ type stripeLabel struct {
 	stripe, device, ds string
 }
 
+// tickStripe is one stripe's share of the current tick: bytes, bytes/s and
+// the index of a delta that names it.
+type tickStripe struct {
+	bytes, rate float64
+	idx         int32
+}
+
 // last is what the detector remembers of a subject's most recent hot tick.
 type last struct {
 	subject  models.Subject
@@ -177,9 +184,12 @@ type Detector struct {
 	closed  []models.Finding // ended since the last Findings call
 
 	sketch   *heavyhitter.Sketch
-	labels   map[uint64]stripeLabel
-	heat     map[string]float64 // decayed bytes per device and DS id
-	tickRate map[string]float64 // per-stripe bytes/s in the current tick
+	labels   map[uint64]stripeLabel // for the keys the sketch monitors
+	devHeat  map[string]float64     // decayed bytes per device id
+	dsHeat   map[string]float64     // decayed bytes per DS id
+	tick     map[uint64]tickStripe  // the current tick per stripe key
+	order    []uint64               // keys of tick in first-seen order
+	digest   *xxhash.Digest
 	lastTick time.Time
 
 	// Scratch reused across ticks.
@@ -205,14 +215,16 @@ func New(opts Options) (*Detector, error) {
 		return nil, err
 	}
 	return &Detector{
-		opts:     o,
-		tracker:  episode.New(o.EnterAfter, o.ExitAfter),
-		info:     map[string]*last{},
-		sketch:   sk,
-		labels:   map[uint64]stripeLabel{},
-		heat:     map[string]float64{},
-		tickRate: map[string]float64{},
-		groups:   map[groupKey][]int{},
+		opts:    o,
+		tracker: episode.New(o.EnterAfter, o.ExitAfter),
+		info:    map[string]*last{},
+		sketch:  sk,
+		labels:  map[uint64]stripeLabel{},
+		devHeat: map[string]float64{},
+		dsHeat:  map[string]float64{},
+		tick:    map[uint64]tickStripe{},
+		digest:  xxhash.New(),
+		groups:  map[groupKey][]int{},
 	}, nil
 }
 
@@ -252,42 +264,80 @@ func (d *Detector) observeStripes(now time.Time, deltas []models.StripeDelta) {
 	if !d.lastTick.IsZero() {
 		f := math.Exp2(-now.Sub(d.lastTick).Seconds() / d.opts.HeatHalfLife.Seconds())
 		d.sketch.Decay(f)
-		for k, v := range d.heat {
-			if v *= f; v < 1 {
-				delete(d.heat, k)
-			} else {
-				d.heat[k] = v
+		for _, m := range []map[string]float64{d.devHeat, d.dsHeat} {
+			for k, v := range m {
+				if v *= f; v < 1 {
+					delete(m, k)
+				} else {
+					m[k] = v
+				}
 			}
 		}
 	}
-	clear(d.tickRate)
+	clear(d.tick)
+	d.order = d.order[:0]
 	d.topValid = false
+	// Aggregate the tick per stripe (several clients may report one
+	// stripe), keyed by a hash of the stripe id so no id string is built.
+	var prevDev, prevDS string
+	var devAcc, dsAcc float64
+	flush := func() {
+		if devAcc > 0 {
+			d.devHeat[prevDev] += devAcc
+		}
+		if dsAcc > 0 {
+			d.dsHeat[prevDS] += dsAcc
+		}
+		devAcc, dsAcc = 0, 0
+	}
 	for i := range deltas {
 		sd := &deltas[i]
 		b := stripeBytes(sd)
 		if b <= 0 {
 			continue
 		}
-		id := StripeID(sd)
-		key := xxhash.Sum64String(id)
-		d.sketch.Add(key, b)
-		if _, ok := d.labels[key]; !ok {
-			d.labels[key] = stripeLabel{stripe: id, device: sd.DeviceID, ds: sd.DS}
+		d.digest.Reset()
+		d.digest.WriteString(sd.DeviceID)
+		d.digest.WriteString("/")
+		d.digest.WriteString(sd.FileHandle)
+		key := d.digest.Sum64()
+		ts, seen := d.tick[key]
+		if !seen {
+			d.order = append(d.order, key)
 		}
-		d.heat["device:"+sd.DeviceID] += b
-		d.heat["ds:"+sd.DS] += b
+		ts.bytes += b
+		ts.idx = int32(i)
 		if sec := sd.Duration.Seconds(); sec > 0 {
-			d.tickRate[id] += b / sec
+			ts.rate += b / sec
 		}
-	}
-	// Keep labels only for monitored keys: memory stays O(sketch size).
-	if len(d.labels) > 2*d.sketch.Capacity() {
-		for k := range d.labels {
-			if _, ok := d.sketch.Get(k); !ok {
-				delete(d.labels, k)
-			}
+		d.tick[key] = ts
+		// Deltas usually come grouped by device: sum runs before touching
+		// the heat maps.
+		if sd.DeviceID != prevDev || sd.DS != prevDS {
+			flush()
+			prevDev, prevDS = sd.DeviceID, sd.DS
 		}
+		devAcc += b
+		dsAcc += b
 	}
+	flush()
+	// In first-seen order: Space-Saving's replacements depend on the order,
+	// and map order is random.
+	for _, key := range d.order {
+		d.sketch.Add(key, d.tick[key].bytes)
+	}
+	// Label the keys the sketch now monitors and forget the others, so the
+	// labels stay O(sketch size) whatever the number of stripes.
+	fresh := make(map[uint64]stripeLabel, d.sketch.Len())
+	d.sketch.Each(func(e heavyhitter.Entry) {
+		if l, ok := d.labels[e.Key]; ok {
+			fresh[e.Key] = l
+		} else if ts, ok := d.tick[e.Key]; ok {
+			sd := &deltas[ts.idx]
+			fresh[e.Key] = stripeLabel{stripe: StripeID(sd), device: sd.DeviceID, ds: sd.DS}
+		}
+	})
+	d.labels = fresh
 }
 
 // observeLoads scores every load against its peer group and steps episodes.
@@ -380,12 +430,12 @@ func (d *Detector) remember(key string, best last, l *Load) {
 // observeStripeCandidates scores the hottest stripes of the sketch against
 // the median per-stripe rate of this tick.
 func (d *Detector) observeStripeCandidates(now time.Time) {
-	if len(d.tickRate) < d.opts.MinPeers {
+	if len(d.tick) < d.opts.MinPeers {
 		return
 	}
 	d.vals = d.vals[:0]
-	for _, r := range d.tickRate {
-		d.vals = append(d.vals, r)
+	for _, ts := range d.tick {
+		d.vals = append(d.vals, ts.rate)
 	}
 	med, mad := robust.MedianMAD(d.vals)
 	for _, e := range d.sketch.Top(nil, d.opts.StripeCandidates) {
@@ -393,7 +443,7 @@ func (d *Detector) observeStripeCandidates(now time.Time) {
 		if !ok {
 			continue
 		}
-		r := d.tickRate[lb.stripe]
+		r := d.tick[e.Key].rate
 		if !(r >= d.opts.Floors[BytesPerSec]) {
 			continue
 		}
@@ -405,7 +455,7 @@ func (d *Detector) observeStripeCandidates(now time.Time) {
 		key := s.String()
 		if ep := d.tracker.Step(now, key, enter, stay); ep != nil {
 			share := 0.0
-			if h := d.heat["device:"+lb.device]; h > 0 {
+			if h := d.devHeat[lb.device]; h > 0 {
 				share = e.Count / h
 			}
 			d.info[key] = &last{subject: s, metric: BytesPerSec, value: r, median: med, mad: mad, score: z, ratio: ratio,
@@ -430,7 +480,10 @@ func (d *Detector) contributors(s models.Subject) []models.Evidence {
 	default:
 		return nil
 	}
-	total := d.heat[string(s.Kind)+":"+s.ID]
+	total := d.devHeat[s.ID]
+	if s.Kind == models.SubjectDS {
+		total = d.dsHeat[s.ID]
+	}
 	if total <= 0 {
 		return nil
 	}

@@ -2,6 +2,8 @@ package robust
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -26,5 +28,24 @@ func TestScoreFloorsMAD(t *testing.T) {
 	}
 	if got := Score(150, 100, 10, 0.1); math.Abs(got-50/14.826) > 1e-9 {
 		t.Fatalf("Score = %v; want %v", got, 50/14.826)
+	}
+}
+
+func TestMedianMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := 1; n < 300; n++ {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(r.IntN(20)) // many ties
+		}
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		want := s[n/2]
+		if n%2 == 0 {
+			want = (s[n/2-1] + s[n/2]) / 2
+		}
+		if got := Median(xs); got != want {
+			t.Fatalf("n=%d: Median = %v; want %v", n, got, want)
+		}
 	}
 }
