@@ -22,7 +22,7 @@ import (
 type Handler struct {
 	opts  Options
 	runs  []*run
-	descs map[string]*prometheus.Desc
+	descs map[string]family
 	http  http.Handler
 }
 
@@ -129,8 +129,8 @@ func (h *Handler) Collect(ch chan<- prometheus.Metric) {
 		if res.err != nil {
 			ok = 0
 		}
-		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorSuccess], prometheus.GaugeValue, ok, r.name)
-		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorDuration], prometheus.GaugeValue, res.dur.Seconds(), r.name)
+		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorSuccess].desc, prometheus.GaugeValue, ok, r.name)
+		ch <- prometheus.MustNewConstMetric(h.descs[models.MetricCollectorDuration].desc, prometheus.GaugeValue, res.dur.Seconds(), r.name)
 	}
 }
 
@@ -197,12 +197,22 @@ func (r *run) refresh(opts Options) {
 	}
 }
 
+// family is the Prometheus descriptor and value type of one family.
+type family struct {
+	desc *prometheus.Desc
+	typ  prometheus.ValueType
+}
+
 // descriptors builds a Prometheus descriptor for every family of
 // models.Metrics.
-func descriptors() map[string]*prometheus.Desc {
-	m := make(map[string]*prometheus.Desc, len(models.Metrics))
+func descriptors() map[string]family {
+	m := make(map[string]family, len(models.Metrics))
 	for _, d := range models.Metrics {
-		m[d.Name] = prometheus.NewDesc(d.Name, d.Help, d.Labels, nil)
+		f := family{prometheus.NewDesc(d.Name, d.Help, d.Labels, nil), prometheus.GaugeValue}
+		if d.Type == models.MetricCounter {
+			f.typ = prometheus.CounterValue
+		}
+		m[d.Name] = f
 	}
 	return m
 }
@@ -211,23 +221,18 @@ func (h *Handler) metric(s Sample) (prometheus.Metric, error) {
 	return constMetric(h.descs, s)
 }
 
-func constMetric(descs map[string]*prometheus.Desc, s Sample) (prometheus.Metric, error) {
-	desc, ok := descs[s.Name]
+func constMetric(descs map[string]family, s Sample) (prometheus.Metric, error) {
+	f, ok := descs[s.Name]
 	if !ok {
 		return nil, fmt.Errorf("cannot expose sample %q: no descriptor in models.Metrics", s.Name)
 	}
-	d, _ := models.LookupMetric(s.Name)
-	vt := prometheus.GaugeValue
-	if d.Type == models.MetricCounter {
-		vt = prometheus.CounterValue
-	}
-	return prometheus.NewConstMetric(desc, vt, s.Value, s.Values...)
+	return prometheus.NewConstMetric(f.desc, f.typ, s.Value, s.Values...)
 }
 
 // sampleSet adapts a fixed list of samples to prometheus.Collector.
 type sampleSet struct {
 	samples []Sample
-	descs   map[string]*prometheus.Desc
+	descs   map[string]family
 	errs    []error
 }
 
