@@ -291,11 +291,14 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 		x[i] -= mean
 	}
 	sec := g.step.Seconds()
-	span := float64(len(x)) * sec
+	// The DFT runs on the newest m ≤ n samples, m with no prime factor
+	// above 5: gonum's FFT falls back to O(n²) work on large prime factors.
+	xs := x[len(x)-smooth(len(x)):]
+	span := float64(len(xs)) * sec
 
 	// DFT: dominant non-DC bin, refined by parabolic interpolation.
-	fft := fourier.NewFFT(len(x))
-	coef := fft.Coefficients(nil, x)
+	fft := fourier.NewFFT(len(xs))
+	coef := fft.Coefficients(nil, xs)
 	pow := make([]float64, len(coef))
 	total := 0.0
 	for k := 1; k < len(coef); k++ {
@@ -431,14 +434,34 @@ func fitLattice(starts []float64, coarse float64) (a, period, rms float64, used,
 	return a, period, rms, used, missing
 }
 
+// smooth returns the largest m ≤ n whose prime factors are all 2, 3 or 5.
+func smooth(n int) int {
+	for m := n; m > 1; m-- {
+		r := m
+		for _, p := range []int{2, 3, 5} {
+			for r%p == 0 {
+				r /= p
+			}
+		}
+		if r == 1 {
+			return m
+		}
+	}
+	return n
+}
+
 // autocorr returns the normalised autocorrelation of x for lags 0..len(x)/2,
-// computed as the inverse FFT of the power spectrum of x zero-padded to 2n
-// (Wiener–Khinchin), so it is linear, not circular.
+// computed as the inverse FFT of the power spectrum of x zero-padded to a
+// power of two ≥ 2n (Wiener–Khinchin), so it is linear, not circular.
 func autocorr(x []float64) []float64 {
 	n := len(x)
-	padded := make([]float64, 2*n)
+	m := 1
+	for m < 2*n {
+		m <<= 1
+	}
+	padded := make([]float64, m)
 	copy(padded, x)
-	fft := fourier.NewFFT(2 * n)
+	fft := fourier.NewFFT(m)
 	c := fft.Coefficients(nil, padded)
 	for i, v := range c {
 		c[i] = complex(real(v)*real(v)+imag(v)*imag(v), 0)
