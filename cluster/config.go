@@ -145,6 +145,15 @@ type AgentConfig struct {
 	CollectorTimeout Duration `yaml:"collector_timeout"`
 	// CacheFor reuses a collection for scrapes that arrive within this window.
 	CacheFor Duration `yaml:"cache_for"`
+	// SmartctlPath is the smartctl binary; SmartctlDropDir, when set, is a
+	// directory of `smartctl --json --xall` outputs read instead.
+	SmartctlPath    string `yaml:"smartctl_path"`
+	SmartctlDropDir string `yaml:"smartctl_drop_dir"`
+	// DCGMExporterURL makes the dcgm collector read an existing
+	// dcgm-exporter /metrics instead of libdcgm; DCGMHostEngine is the
+	// address of a standalone nv-hostengine (empty: embedded).
+	DCGMExporterURL string `yaml:"dcgm_exporter_url"`
+	DCGMHostEngine  string `yaml:"dcgm_host_engine"`
 }
 
 // DefaultMDSConfig returns the mds defaults.
@@ -182,6 +191,7 @@ func DefaultAgentConfig(role string) AgentConfig {
 		Telemetry:        TelemetryConfig{ServiceName: "ballast-" + role, SampleRatio: 1},
 		CollectorTimeout: Duration(5 * time.Second),
 		CacheFor:         Duration(time.Second),
+		SmartctlPath:     "smartctl",
 	}
 }
 

@@ -25,6 +25,7 @@ type Server struct {
 
 	ready    atomic.Pointer[string] // nil when ready, else the reason not
 	extraMet []func(io.Writer)
+	metricsH http.Handler
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -49,6 +50,10 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 // AddMetricsWriter adds output appended to /metrics (e.g. collectors).
 func (s *Server) AddMetricsWriter(f func(io.Writer)) { s.extraMet = append(s.extraMet, f) }
 
+// SetMetricsHandler replaces the /metrics output (agents serve their
+// collectors' registry there). Call before Start.
+func (s *Server) SetMetricsHandler(h http.Handler) { s.metricsH = h }
+
 // SetReady marks the server ready (reason "") or not, with why.
 func (s *Server) SetReady(reason string) {
 	if reason == "" {
@@ -67,7 +72,11 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metricsH != nil {
+		s.metricsH.ServeHTTP(w, r)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.set.WritePrometheus(w)
 	for _, f := range s.extraMet {
