@@ -30,6 +30,12 @@ type layoutRec struct {
 	rd, wr ioStat
 }
 
+// recChunk is how many records one allocation holds: records live in
+// fixed chunks so that adding one never copies the others.
+const recChunk = 4096
+
+func (t *Twin) rec(i int32) *layoutRec { return &t.recs[i/recChunk][i%recChunk] }
+
 func (r *layoutRec) stamp(_ *Twin, now float64) { r.last = now }
 
 // record returns the index of client c's counters for stripe s, creating
@@ -39,12 +45,16 @@ func (t *Twin) record(c, s int32) int32 {
 	i := t.recIdx[k]
 	now := float64(t.tick) * t.dt
 	if i < 0 {
-		t.recs = append(t.recs, layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now})
-		i = int32(len(t.recs) - 1)
+		i = int32(t.nRecs)
+		if t.nRecs%recChunk == 0 {
+			t.recs = append(t.recs, make([]layoutRec, recChunk))
+		}
+		t.nRecs++
+		*t.rec(i) = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now}
 		t.recIdx[k] = i
 		return i
 	}
-	if r := &t.recs[i]; r.gen != t.stripes[s].gen {
+	if r := t.rec(i); r.gen != t.stripes[s].gen {
 		*r = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now}
 	}
 	return i
@@ -106,8 +116,8 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 	for i := range idx {
 		idx[i] = -1
 	}
-	for i := range t.recs {
-		r := &t.recs[i]
+	for i := 0; i < t.nRecs; i++ {
+		r := t.rec(int32(i))
 		if now-r.last > layoutRecentWindow || now <= r.first {
 			continue
 		}

@@ -57,30 +57,60 @@ func (t *Twin) devAvailable(d int32) bool {
 	return !dv.failed && !dv.retired && !t.ds[dv.ds].down
 }
 
-// devLatency is the service latency of one request of req bytes at device
-// d in seconds: (base + req/bandwidth) × queueing multiplier × outlier.
-func (t *Twin) devLatency(d int32, req float64, write bool) float64 {
-	dv := &t.dev[d]
-	h := max(dv.health, 0.01)
-	if write {
-		return (dv.writeLat + req/dv.writeBW/h) * dv.qmul * dv.outlier
-	}
-	return (dv.readLat + req/dv.readBW/h) * dv.qmul * dv.outlier
+// devTick caches what flows need of a device during one tick, so that the
+// per-flow work has no divisions: latency = base + req × per, device time
+// per byte = inv + over ÷ req.
+type devTick struct {
+	avail                    bool
+	rBase, rPer, wBase, wPer float64
+	rInv, wInv, rOver, wOver float64
 }
 
-// devCoef is the device time one byte costs in requests of req bytes.
-func (t *Twin) devCoef(d int32, req float64, write bool) float64 {
-	dv := &t.dev[d]
-	if write {
-		return 1/dv.writeBW + dv.writeOver/req
+// prepDevices fills the per-tick device cache from the queueing state the
+// last tick left.
+func (t *Twin) prepDevices() {
+	if len(t.dtk) != len(t.dev) {
+		t.dtk = make([]devTick, len(t.dev))
 	}
-	return 1/dv.readBW + dv.readOver/req
+	for d := range t.dev {
+		dv := &t.dev[d]
+		m := dv.qmul * dv.outlier
+		h := max(dv.health, 0.01)
+		t.dtk[d] = devTick{
+			avail: t.devAvailable(int32(d)),
+			rBase: dv.readLat * m, rPer: m / (dv.readBW * h),
+			wBase: dv.writeLat * m, wPer: m / (dv.writeBW * h),
+			rInv: 1 / dv.readBW, wInv: 1 / dv.writeBW, rOver: dv.readOver, wOver: dv.writeOver,
+		}
+	}
+}
+
+// devLatency is the service latency of one request of req bytes at device
+// d in seconds: (base + req/bandwidth) × queueing multiplier × outlier,
+// with bandwidth scaled by the device's health.
+func (t *Twin) devLatency(d int32, req float64, write bool) float64 {
+	c := &t.dtk[d]
+	if write {
+		return c.wBase + req*c.wPer
+	}
+	return c.rBase + req*c.rPer
+}
+
+// devCoef is the device time one byte costs in requests of req bytes:
+// 1/bandwidth plus the per-request overhead spread over the request.
+func (t *Twin) devCoef(d int32, req float64, write bool) float64 {
+	c := &t.dtk[d]
+	if write {
+		return c.wInv + c.wOver/req
+	}
+	return c.rInv + c.rOver/req
 }
 
 // Step advances the simulation by one tick.
 func (t *Twin) Step() {
 	now := float64(t.tick) * t.dt
 	t.runFaults(now)
+	t.prepDevices()
 	t.scheduleJobs(now)
 	t.setWants()
 	t.flows = t.flows[:0]
@@ -136,13 +166,19 @@ func (t *Twin) addStreamFlows(si int32) {
 		amp = 1
 	}
 	req = max(req, 4096)
+	invReq := 1 / req
 	worst, slow := 0.0, int32(-1)
 	for s := fl.first; s < fl.first+fl.n; s++ {
 		d := t.stripes[s].dev
-		if !t.devAvailable(d) {
+		c := &t.dtk[d]
+		if !c.avail {
 			continue
 		}
-		if l := t.devLatency(d, req, write); l > worst {
+		l := c.rBase + req*c.rPer
+		if write {
+			l = c.wBase + req*c.wPer
+		}
+		if l > worst {
 			worst, slow = l, d
 		}
 	}
@@ -154,36 +190,33 @@ func (t *Twin) addStreamFlows(si int32) {
 	demand := min(wantWire, window/lat*t.dt)
 	n := float64(fl.n)
 	cb := t.cliBase + slotsPerHost*int(st.client)
+	perWant, perDemand := wantWire/n, demand/n
 	for s := fl.first; s < fl.first+fl.n; s++ {
-		sp := &t.stripes[s]
-		d := sp.dev
-		f := flow{src: srcStream, write: write, err: -1, owner: si, stripe: s, dev: d, want: wantWire / n, demand: demand / n, lim: -1, req: req, amp: amp, slowDev: slow}
+		d := t.stripes[s].dev
+		t.flows = append(t.flows, flow{})
+		f := &t.flows[len(t.flows)-1]
+		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
+		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev = perWant, perDemand, -1, req, amp, slow
 		f.rec = t.record(st.client, s)
 		dv := &t.dev[d]
-		switch {
-		case t.ds[dv.ds].down:
-			f.err = causeNodeDown
-		case dv.failed || dv.retired:
+		c := &t.dtk[d]
+		if !c.avail || (write && dv.used >= dv.capBytes) {
 			f.err = causeIOError
-		case write && dv.used >= dv.capBytes:
-			f.err = causeIOError
-		}
-		if f.err >= 0 {
+			if t.ds[dv.ds].down {
+				f.err = causeNodeDown
+			}
 			f.demand = 0
-			t.flows = append(t.flows, f)
 			continue
 		}
 		db := t.dsBase + slotsPerHost*int(dv.ds)
-		dc := t.devCoef(d, req, write)
 		if write {
 			f.res = [6]int32{int32(cb + slotNICTx), int32(cb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), d}
-			f.coef = [6]float64{1, 1, 1, 1, dc}
+			f.coef = [6]float64{1, 1, 1, 1, c.wInv + c.wOver*invReq}
 		} else {
 			f.res = [6]int32{d, int32(db + slotNICTx), int32(db + slotPortIn), int32(cb + slotPortOut), int32(cb + slotNICRx)}
-			f.coef = [6]float64{dc, 1, 1, 1, 1}
+			f.coef = [6]float64{c.rInv + c.rOver*invReq, 1, 1, 1, 1}
 		}
 		f.n = 5
-		t.flows = append(t.flows, f)
 	}
 }
 
@@ -285,7 +318,7 @@ func (t *Twin) settleFlows(now float64) {
 			t.ioErrors++
 			t.cli[st.client].errors++
 			if f.rec >= 0 {
-				r := &t.recs[f.rec]
+				r := t.rec(f.rec)
 				r.stamp(t, now)
 				notDelivered := min(f.want, t.dt*t.cli[st.client].nicBW/float64(t.files[st.file].n))
 				if f.write {
@@ -342,7 +375,7 @@ func (t *Twin) settleFlows(now float64) {
 			}
 			t.ds[dv.ds].nfsdReads += ops
 		}
-		r := &t.recs[f.rec]
+		r := t.rec(f.rec)
 		r.stamp(t, now)
 		io := &r.rd
 		if f.write {
@@ -463,9 +496,9 @@ func (t *Twin) endTick(now float64) {
 		t.minuteOf = m
 		// clients send LAYOUTSTATS for each layout in use about once a
 		// minute
-		for i := range t.recs {
-			if end-t.recs[i].last <= layoutRecentWindow {
-				t.cli[t.recs[i].client].layoutStats++
+		for i := 0; i < t.nRecs; i++ {
+			if r := t.rec(int32(i)); end-r.last <= layoutRecentWindow {
+				t.cli[r.client].layoutStats++
 			}
 		}
 	}

@@ -23,10 +23,10 @@ const (
 // Resource slots per host: each DS and each client has a NIC and a switch
 // port, each full duplex, so four resources per host.
 const (
-	slotNICTx   = 0 // host → network
-	slotNICRx   = 1 // network → host
-	slotPortIn  = 2 // switch port, traffic arriving from the host
-	slotPortOut = 3 // switch port, traffic leaving towards the host
+	slotNICTx    = 0 // host → network
+	slotNICRx    = 1 // network → host
+	slotPortIn   = 2 // switch port, traffic arriving from the host
+	slotPortOut  = 3 // switch port, traffic leaving towards the host
 	slotsPerHost = 4
 )
 
@@ -60,9 +60,11 @@ type Twin struct {
 	dsBase, cliBase                    int
 
 	flows []flow
+	dtk   []devTick
 
 	// layout statistics records, one per (client, stripe) touched
-	recs   []layoutRec
+	recs   [][]layoutRec // chunks of recChunk
+	nRecs  int
 	recIdx []int32 // client*len(stripes)+stripe → index in recs, -1 none
 
 	truth []TruthRecord

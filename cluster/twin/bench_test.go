@@ -1,0 +1,60 @@
+package twin
+
+import (
+	"testing"
+	"time"
+)
+
+// benchScenario builds a cluster of nDS data servers × drives NVMe drives
+// and nodes GPU nodes × 8 GPUs running one training job with periodic
+// checkpoints, a hot shard and a failing drive, so that every code path of
+// a tick runs.
+func benchScenario(nDS, drives, nodes int) *Scenario {
+	sc := &Scenario{
+		Name:     "bench",
+		Duration: time.Hour,
+		Topology: Topology{
+			DataServers: []DSGroup{{Count: nDS, Drives: drives, Spares: 1, Pool: "fast"}},
+			Clients:     []ClientGroup{{Count: nodes, GPUs: 8}},
+		},
+		Datasets: []Dataset{{Name: "imagenet", Pool: "fast", Files: 256 * nDS, FileSizeMB: 1000}},
+		Workloads: []Workload{{
+			Name: "train", Kind: KindTraining, Clients: "gpu", Dataset: "imagenet",
+			SamplesPerSec: 2000, BytesPerSample: 500000,
+			Checkpoint: &Checkpoint{SizeGB: 30 * float64(nodes), Interval: 10 * time.Minute, Jitter: 30 * time.Second},
+		}},
+		Faults: []Fault{
+			{Kind: FaultHotShard, Dataset: "imagenet", Files: []int{17}, Share: 0.3, Start: 5 * time.Minute},
+			{Kind: FaultFailingDrive, Device: hostName("ds", 3, nDS) + "/nvme2n1", Start: time.Minute, End: 50 * time.Minute},
+		},
+	}
+	sc.applyDefaults()
+	if err := sc.validate(); err != nil {
+		panic(err)
+	}
+	return sc
+}
+
+func benchTwin(b *testing.B, nDS, drives, nodes int) {
+	tw, err := New(benchScenario(nDS, drives, nodes), 1, time.Unix(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 120; i++ { // warm up: fill queues, create records
+		tw.Step()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		tw.Step()
+	}
+	wall := time.Since(start).Seconds()
+	b.ReportMetric(float64(b.N)*tw.dt/wall, "sim-s/wall-s")
+}
+
+// BenchmarkTwin16DS8NVMe64GPU is the small target cluster of issue 3.
+func BenchmarkTwin16DS8NVMe64GPU(b *testing.B) { benchTwin(b, 16, 8, 8) }
+
+// BenchmarkTwin128DS24NVMe1024GPU is the large cluster of issue 3.
+func BenchmarkTwin128DS24NVMe1024GPU(b *testing.B) { benchTwin(b, 128, 24, 128) }
