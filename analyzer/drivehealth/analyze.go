@@ -27,7 +27,15 @@ type Assessment struct {
 	Window *Window
 	// Hits are every rule hit, wear-out and information included.
 	Hits []Hit
+	// ModelSince is the first reading of the current unbroken run of
+	// readings whose model risk passed the model's 1 % threshold (zero when
+	// the latest does not), looking back at most modelLookback readings.
+	ModelSince time.Time
 }
+
+// modelLookback bounds how far Assess walks back to date a model-driven
+// finding; each step rescores a prefix of the history.
+const modelLookback = 64
 
 // Assess scores history h (sorted by time) at now, using nothing after now.
 // m may be nil: then only the rules decide.
@@ -55,6 +63,15 @@ func Assess(h []Observation, now time.Time, m *Model, opt RuleOptions) Assessmen
 		a.Explanation = append(a.Explanation, ex...)
 		if w, ok := m.Window(risk); ok {
 			a.Window = &w
+		}
+		if thr, ok := m.ThresholdAt(0.01); ok && risk > thr {
+			a.ModelSince = h[len(h)-1].Time
+			for k := len(h) - 1; k > 0 && len(h)-k <= modelLookback; k-- {
+				if r, _ := m.Score(h[:k]); r <= thr {
+					break
+				}
+				a.ModelSince = h[k-1].Time
+			}
 		}
 	}
 	return a
@@ -111,6 +128,7 @@ func failureFinding(subject models.Subject, a Assessment, m *Model, now time.Tim
 		}
 		if msev != "" {
 			sev = maxSeverity(sev, msev)
+			start = minTime(start, a.ModelSince)
 			s := fmt.Sprintf("model risk %.2f", a.ModelRisk)
 			if a.Window != nil {
 				s += fmt.Sprintf(", failure likely in %.0f–%.0f days", float64(a.Window.FromDays), float64(a.Window.ToDays))

@@ -247,3 +247,70 @@ func TestFindingsValidAndStable(t *testing.T) {
 		t.Errorf("healthy drive: got %+v; want no findings", fs)
 	}
 }
+
+// TestModelFindingStartsWhenRiskRose: a finding raised by the model alone
+// dates from the first reading of the current run above its threshold.
+func TestModelFindingStartsWhenRiskRose(t *testing.T) {
+	m, err := DefaultModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	thr, _ := m.ThresholdAt(0.01)
+	// Reallocated jumps on day 10 and then stays: the growth rules go quiet
+	// after a week but the model still sees a large, recent count.
+	h := daily(14, ProtocolATA, func(i int, o *Observation) {
+		o.Reallocated, o.Pending, o.TemperatureC, o.PowerOnHours = 0, 0, 25, 20000
+		if i >= 10 {
+			o.Reallocated, o.Pending = 3000, 40
+		}
+	})
+	a := Assess(h, lastTime(h), m, DefaultRuleOptions())
+	if !(a.ModelRisk > thr) {
+		t.Fatalf("model risk %v not above its 1 %% threshold %v", a.ModelRisk, thr)
+	}
+	if !a.ModelSince.Equal(h[10].Time) {
+		t.Errorf("model since %s; want %s (the jump)", a.ModelSince, h[10].Time)
+	}
+	fs := Findings(models.Subject{Kind: models.SubjectDevice, ID: "x"}, a, m, lastTime(h))
+	if len(fs) != 1 || !fs[0].Start.Equal(h[10].Time) {
+		t.Fatalf("got %+v; want one finding starting on day 10", fs)
+	}
+	if a.Window == nil || !(a.Window.ToDays >= a.Window.FromDays) {
+		t.Errorf("window %+v; want a failure window for a high risk", a.Window)
+	}
+}
+
+// TestScoresUseOnlyThePast: every day's score of every drive is the same
+// whether or not the later days exist.
+func TestScoresUseOnlyThePast(t *testing.T) {
+	m, err := DefaultModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := DefaultRuleOptions()
+	for _, d := range loadDrives(t) {
+		if len(d.Days) < 20 || !(d.Failed || d.Serial < "6") {
+			continue
+		}
+		full := ScoreDrive(&d, m, opt)
+		cut := d
+		cut.Days = d.Days[:len(d.Days)/2]
+		for i, s := range ScoreDrive(&cut, m, opt) {
+			if s.Risk != full[i].Risk || len(s.Explanation) != len(full[i].Explanation) {
+				t.Fatalf("%s %s: risk %v with later days, %v without", d.Serial, s.Date, full[i].Risk, s.Risk)
+			}
+		}
+	}
+}
+
+func TestExplanationPercentiles(t *testing.T) {
+	f := ModelFeature{Healthy: make([]num, len(healthyPercentiles))}
+	for i, p := range healthyPercentiles {
+		f.Healthy[i] = num(p) // the value at percentile p is p
+	}
+	for v, want := range map[float64]float64{-1: 0, 0: 0, 0.5: 0, 15: 10, 99.7: 99.5, 100: 99.9, 101: 100} {
+		if got := f.percentile(v); got != want {
+			t.Errorf("percentile(%v): got %v; want %v", v, got, want)
+		}
+	}
+}
