@@ -23,6 +23,10 @@ type MDS struct {
 	logger  *slog.Logger
 	set     *metrics.Set
 
+	// StripeHub, when set, receives per-stripe LAYOUTSTATS deltas for the
+	// stripe-level analyzers.
+	StripeHub *StripeHub
+
 	// Extra lets other components (LAYOUTSTATS ingest, findings API, the
 	// demo's twin) add handlers, sources, stages and actuators before Start.
 	Extra MDSExtensions

@@ -218,3 +218,45 @@ func TestMDSRefusesSecondProcessOnSameDataDir(t *testing.T) {
 	// The first one is unharmed.
 	p.waitCount(t, "lock_a", ts, 5)
 }
+
+// TestMDSLayoutStatsIngest posts two cumulative RFC 8435 reports for one
+// stripe and checks the derived per-device read rate lands in the store.
+func TestMDSLayoutStatsIngest(t *testing.T) {
+	p := startMDS(t, t.TempDir())
+	post := func(at time.Time, count, bytes, secs int) {
+		body := fmt.Sprintf(`{"client_id":"gpu01","report_time":%q,"reports":[{
+ "ffis_offset":0,"ffis_length":1048576,"ffis_stateid":{"seqid":1,"other":"000000000000000000000001"},
+ "ffis_read":{"ii_count":%d,"ii_bytes":%d},"ffis_write":{"ii_count":0,"ii_bytes":0},
+ "ffis_deviceid":"a1b2c3d4000000000000000000000007",
+ "ffis_layoutupdate":{"ffl_addr":{"na_r_netid":"tcp","na_r_addr":"127.0.0.1.8.1"},"ffl_fhandle":"0100",
+  "ffl_read":{"ffil_ops_requested":%d,"ffil_bytes_requested":%d,"ffil_ops_completed":%d,"ffil_bytes_completed":%d,"ffil_bytes_not_delivered":0,
+   "ffil_total_busy_time":{"seconds":%d,"nseconds":0},"ffil_aggregate_completion_time":{"seconds":1,"nseconds":0}},
+  "ffl_write":{"ffil_ops_requested":0,"ffil_bytes_requested":0,"ffil_ops_completed":0,"ffil_bytes_completed":0,"ffil_bytes_not_delivered":0,
+   "ffil_total_busy_time":{"seconds":0,"nseconds":0},"ffil_aggregate_completion_time":{"seconds":0,"nseconds":0}},
+  "ffl_duration":{"seconds":%d,"nseconds":0},"ffl_local":false}}]}`,
+			at.UTC().Format(time.RFC3339), count, bytes, count, bytes, count, bytes, secs/2, secs)
+		resp, err := http.Post(p.url("/api/v1/layoutstats"), "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("layoutstats: got %d %s; want 2xx", resp.StatusCode, b)
+		}
+	}
+	now := time.Now().Add(-30 * time.Second).Truncate(time.Second)
+	post(now, 100, 100<<20, 10)
+	post(now.Add(10*time.Second), 300, 300<<20, 20)
+	// A report that goes backwards without a reset is refused with a reason.
+	resp, err := http.Post(p.url("/api/v1/layoutstats"), "application/json", strings.NewReader(`{"client_id":"gpu01","reports":[{"ffis_offset":0}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "reports[0]") {
+		t.Errorf("malformed report: got %d %s; want 400 naming reports[0]", resp.StatusCode, b)
+	}
+	p.waitCount(t, `ballast_layoutstats_device_bytes_per_second{deviceid="a1b2c3d4000000000000000000000007",op="read"}`, time.Now(), 1)
+}
