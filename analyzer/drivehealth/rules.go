@@ -235,10 +235,11 @@ func ruleSpare(h []Observation, now time.Time, o *RuleOptions) []Hit {
 		return []Hit{failureHit("spare_below_threshold", models.SeverityCritical, t,
 			fmt.Sprintf("available spare %.0f%% is at or below its threshold %.0f%%", spare, thr), e...)}
 	}
-	first, tf, ok := earliest(h, fSpare, now.Add(-o.LongWindow))
+	first, _, ok := earliest(h, fSpare, now.Add(-o.LongWindow))
 	if ok && first > spare && spare-thr <= o.SpareMarginWarn {
-		e = append(e, ev("spare_drop", first-spare, "%", "since "+tf.Format(time.DateOnly)))
-		return []Hit{failureHit("spare_falling", models.SeverityWarning, tf,
+		since := firstRise(h, func(o *Observation) float64 { return -o.AvailableSpare }, now.Add(-o.LongWindow))
+		e = append(e, ev("spare_drop", first-spare, "%", "since "+since.Format(time.DateOnly)))
+		return []Hit{failureHit("spare_falling", models.SeverityWarning, since,
 			fmt.Sprintf("available spare fell from %.0f%% to %.0f%%, %.0f points above its threshold", first, spare, spare-thr), e...)}
 	}
 	return nil
@@ -267,16 +268,31 @@ func ruleWearout(h []Observation, now time.Time, o *RuleOptions) []Hit {
 		e = append(e, ev("percentage_used_per_day", slope, "%/day", ""),
 			ev("days_to_100_percent", math.Round(days), "days", ""))
 	}
+	// from is the percentage used at which the condition began: the info
+	// level, or the level from which the current slope reaches 100 % within
+	// the horizon; Since is the first reading at or above it, so the
+	// finding keeps its start while the drive keeps wearing.
 	var sev models.Severity
+	from := o.WearInfoPercent
+	horizonDays := o.WearHorizon.Hours() / 24
 	switch {
 	case used >= 100:
 		sev = models.SeverityWarning
-	case days <= o.WearHorizon.Hours()/24:
+	case days <= horizonDays:
 		sev = models.SeverityWarning
 	case used >= o.WearInfoPercent:
 		sev = models.SeverityInfo
 	default:
 		return nil
+	}
+	if slope := g.PerDay(); slope > 0 {
+		from = math.Min(from, 100-slope*horizonDays)
+	}
+	for i := range h {
+		if v := h[i].PercentageUsed; known(v) && v >= from {
+			t = h[i].Time
+			break
+		}
 	}
 	summary := fmt.Sprintf("%.0f%% of rated endurance used, spare fine: plan a replacement", used)
 	if used < 100 && !math.IsInf(days, 1) {
