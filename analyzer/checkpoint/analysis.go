@@ -85,9 +85,9 @@ type Periodicity struct {
 type Params struct {
 	// MinBandwidth is the absolute floor of a burst [1 MB/s].
 	MinBandwidth float64
-	// ThresholdFrac places the burst threshold between the series' median
-	// (the idle level) and the median of its clearly raised samples (the
-	// burst level) [0.2].
+	// ThresholdFrac places the burst threshold between the series' 10th
+	// percentile (the idle level) and the median of its clearly raised
+	// samples (the burst level) [0.2].
 	ThresholdFrac float64
 	// MergeGap joins bursts separated by less than this [3 sample steps].
 	MergeGap time.Duration
@@ -154,11 +154,20 @@ func resample(pts []Point) grid {
 	return g
 }
 
-// levels returns the idle level (median of the known values) and the burst
-// level: the median of the values that stand clearly above the idle level
-// (above minBW and 3 robust deviations). A median, not a peak quantile,
-// because burst shapes are spiky: a cache-absorbed first instant can run 30×
-// the sustained rate, and a threshold tied to it would cut the burst apart.
+// minSamples is the history needed before anything is called a burst: with
+// fewer, the idle level and its noise cannot be told apart.
+const minSamples = 16
+
+// levels returns the idle level and the burst level of the known values
+// (NaN busy level when there are fewer than minSamples or none stands out).
+// The idle level is the 10th percentile, not the median, so a short history
+// that a burst fills for more than half still finds its idle floor; the
+// noise around it is the median deviation of the lower half from it. The
+// burst level is the median of the values clearly above idle: above minBW,
+// above 6 robust deviations (the lower half's deviation underestimates the
+// idle spread) and above three times the idle level. A median, not a peak
+// quantile, because bursts are spiky: a cache-absorbed first instant can run
+// 30× the sustained rate, and a threshold tied to it would cut bursts apart.
 func levels(v []float64, minBW float64) (base, busy float64) {
 	known := make([]float64, 0, len(v))
 	for _, x := range v {
@@ -166,27 +175,28 @@ func levels(v []float64, minBW float64) (base, busy float64) {
 			known = append(known, x)
 		}
 	}
-	if len(known) == 0 {
-		return 0, 0
+	if len(known) < minSamples {
+		return 0, math.NaN()
 	}
-	base, mad := robust.MedianMAD(slices.Clone(known))
-	cut := math.Max(minBW, base+3*robust.MADScale*mad)
-	high := known[:0]
-	for _, x := range known {
-		if x > cut {
-			high = append(high, x)
-		}
+	slices.Sort(known)
+	base = known[len(known)/10]
+	lower := known[:len(known)/2+1]
+	dev := make([]float64, len(lower))
+	for i, x := range lower {
+		dev[i] = x - base
 	}
-	if len(high) == 0 {
+	cut := max(minBW, base+6*robust.MADScale*robust.Median(dev), 3*base)
+	i := sort.SearchFloat64s(known, math.Nextafter(cut, math.Inf(1)))
+	if i == len(known) {
 		return base, math.NaN() // nothing stands out: no bursts
 	}
-	return base, robust.Median(high)
+	return base, robust.Median(known[i:])
 }
 
 // DetectBursts finds write bursts in pts (sorted by time): maximal runs of
 // samples above max(MinBandwidth, idle + ThresholdFrac·(busy − idle)), where
-// idle is the series' median and busy the median of the clearly raised
-// samples,
+// idle is the series' 10th percentile and busy the median of the clearly
+// raised samples,
 // runs closer than MergeGap joined. A missing sample inside a run does not
 // break it.
 func DetectBursts(pts []Point, p Params) []Burst {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/ballast-io/ballast/models"
 )
 
 // iorOp is one write operation of the IOR trace.
@@ -149,5 +151,84 @@ func TestIORTraceEightWritePhases(t *testing.T) {
 	}
 	if per.Confidence < 0.5 {
 		t.Errorf("confidence %.2f; want ≥ 0.5 for eight regular phases", per.Confidence)
+	}
+}
+
+// TestIORTraceStreaming feeds the same series through the Detector one
+// second at a time, as the pipeline would, and checks the findings: eight
+// burst findings with stable ids (no duplicates when thresholds move) and a
+// forecast whose period matches the trace's.
+func TestIORTraceStreaming(t *testing.T) {
+	phases := readIORWrites(t)
+	truePeriod := 0.0
+	{
+		first, last := math.Inf(1), math.Inf(1)
+		for _, o := range phases[0] {
+			first = math.Min(first, o.start)
+		}
+		for _, o := range phases[7] {
+			last = math.Min(last, o.start)
+		}
+		truePeriod = (last - first) / 7
+	}
+	origin := time.Date(2024, 2, 28, 20, 0, 0, 0, time.UTC)
+	pts := bandwidthSeries(phases, 0.1, origin)
+	d, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ior := models.Subject{Kind: models.SubjectJob, ID: "ior-384"}
+	seen := map[string]models.Finding{}
+	for i := 0; i < len(pts); i += 10 {
+		batch := pts[i:min(i+10, len(pts))]
+		now := batch[len(batch)-1].T
+		if err := d.Observe(now, ior, batch...); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range d.Findings(now) {
+			seen[f.ID] = f
+		}
+	}
+	var bursts, forecasts []models.Finding
+	for _, f := range seen {
+		switch f.Kind {
+		case KindBurst:
+			bursts = append(bursts, f)
+		case KindForecast:
+			forecasts = append(forecasts, f)
+		}
+	}
+	if len(bursts) != 8 {
+		sortByStart(bursts)
+		for _, b := range bursts {
+			t.Logf("%s", b.Summary+" @ "+b.Start.Sub(origin).String()+"–"+b.End.Sub(origin).String())
+		}
+		t.Errorf("got %d checkpoint_burst findings; want 8", len(bursts))
+	}
+	if len(forecasts) != 1 {
+		sortByStart(forecasts)
+		for _, b := range forecasts {
+			t.Logf("%s %s–%s", b.Summary, b.Start.Sub(origin), b.End.Sub(origin))
+		}
+		t.Fatalf("got %d checkpoint_forecast findings; want 1", len(forecasts))
+	}
+	f := forecasts[0]
+	var period float64
+	for _, e := range f.Evidence {
+		if e.Name == "period_seconds" {
+			period = e.Value
+		}
+	}
+	if math.Abs(period-truePeriod)/truePeriod > 0.05 {
+		t.Errorf("forecast period %.3f s; want %.3f s ± 5%%", period, truePeriod)
+	}
+	t.Logf("forecast: %s", f.Summary)
+}
+
+func sortByStart(fs []models.Finding) {
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].Start.Before(fs[j-1].Start); j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
 	}
 }
