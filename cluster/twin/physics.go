@@ -78,16 +78,18 @@ func (t *Twin) prepDevices() {
 		h := max(dv.health, 0.01)
 		t.dtk[d] = devTick{
 			avail: t.devAvailable(int32(d)),
-			rBase: dv.readLat * m, rPer: m / (dv.readBW * h),
-			wBase: dv.writeLat * m, wPer: m / (dv.writeBW * h),
+			rBase: dv.readLat * dv.outlier, rPer: m / (dv.readBW * h),
+			wBase: dv.writeLat * dv.outlier, wPer: m / (dv.writeBW * h),
 			rInv: 1 / dv.readBW, wInv: 1 / dv.writeBW, rOver: dv.readOver, wOver: dv.writeOver,
 		}
 	}
 }
 
-// devLatency is the service latency of one request of req bytes at device
-// d in seconds: (base + req/bandwidth) × queueing multiplier × outlier,
-// with bandwidth scaled by the device's health.
+// devLatency is the latency of one request of req bytes at device d in
+// seconds: base + (req/bandwidth) × queueing multiplier, all × outlier,
+// with bandwidth scaled by the device's health. The base latency is a pure
+// delay (an NVMe drive overlaps it across its many queues); only the
+// transfer, which the drive serialises, queues.
 func (t *Twin) devLatency(d int32, req float64, write bool) float64 {
 	c := &t.dtk[d]
 	if write {

@@ -1,0 +1,478 @@
+package twin
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func parse(t *testing.T, y string) *Scenario {
+	t.Helper()
+	sc, err := ParseScenario(strings.NewReader(y), t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func build(t *testing.T, y string) *Twin {
+	t.Helper()
+	tw, err := New(parse(t, y), 7, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tw
+}
+
+// gpuUtil runs n ticks and returns the mean busy fraction of the GPUs of
+// client nodes whose names start with prefix.
+func gpuUtil(tw *Twin, n int, prefix string) float64 {
+	sum, cnt := 0.0, 0
+	for i := 0; i < n; i++ {
+		tw.Step()
+		for c := range tw.cli {
+			if !strings.HasPrefix(tw.cli[c].name, prefix) {
+				continue
+			}
+			for _, u := range tw.GPUUtil(tw.cli[c].name) {
+				sum += u
+				cnt++
+			}
+		}
+	}
+	return sum / float64(cnt)
+}
+
+// devUtil runs n ticks and returns the mean utilisation of device name.
+func devUtil(tw *Twin, n int, name string) float64 {
+	d := tw.findDevice(name)
+	sum := 0.0
+	for i := 0; i < n; i++ {
+		tw.Step()
+		sum += tw.dev[d].util
+	}
+	return sum / float64(n)
+}
+
+func act(kind models.ActionKind, sk models.SubjectKind, id string, params map[string]string) models.Action {
+	return models.Action{ID: "test-" + string(kind) + "-" + id, Kind: kind, Subject: models.Subject{Kind: sk, ID: id}, Params: params, State: models.ActionApproved, Created: epoch}
+}
+
+func TestServedNeverExceedsLimits(t *testing.T) {
+	for _, name := range []string{"mixed", "hot-shard", "checkpoint-storm", "capacity-pressure"} {
+		sc, err := LoadScenario(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw, err := New(sc, 1, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := false
+		for i := 0; i < 1500; i++ {
+			tw.Step()
+			if i == 700 && !moved { // migrations must obey the limits too
+				if err := tw.Apply(act(models.ActionEvacuateDevice, models.SubjectDevice, "ds01/nvme1n1", nil)); err != nil {
+					t.Fatal(err)
+				}
+				moved = true
+			}
+			for r := range tw.resCap {
+				if tw.resUsed[r] > tw.resCap[r]*(1+1e-12) {
+					t.Fatalf("%s tick %d: resource %v served %g; capacity %g", name, i, tw.subjectOf(int(tw.causeOfRes(int32(r))), r), tw.resUsed[r], tw.resCap[r])
+				}
+			}
+			for d := range tw.dev {
+				if tw.dev[d].used > tw.dev[d].capBytes*(1+1e-12) {
+					t.Fatalf("%s tick %d: device %s holds %g bytes; capacity %g", name, i, tw.dev[d].name, tw.dev[d].used, tw.dev[d].capBytes)
+				}
+			}
+		}
+	}
+}
+
+const ampleStorage = `
+name: ample
+topology:
+  data_servers: [{count: 8, drives: 8, pool: fast, nic_gbps: 400}]
+  clients: [{count: 2, gpus: 8}]
+datasets: [{name: d, pool: fast, files: 512, file_size_mb: 1000}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 1000, bytes_per_sample: 100000}
+`
+
+func TestAmpleStorageKeepsGPUsBusy(t *testing.T) {
+	tw := build(t, ampleStorage)
+	if u := gpuUtil(tw, 600, "gpu"); u < 0.99 {
+		t.Fatalf("GPU utilisation %.4f with storage far above demand; want ≥ 0.99", u)
+	}
+	g := tw.GPUStats()
+	if g.UtilMean < 0.99 {
+		t.Fatalf("GPUStats utilisation %.4f; want ≥ 0.99", g.UtilMean)
+	}
+}
+
+// Two jobs read datasets in separate pools; one device of pool a is slowed
+// to 2 % of its speed.
+const twoPools = `
+name: two-pools
+topology:
+  data_servers:
+    - {name_prefix: a, count: 2, drives: 2, pool: pa}
+    - {name_prefix: b, count: 2, drives: 2, pool: pb}
+  clients:
+    - {name_prefix: ga, count: 1, gpus: 8}
+    - {name_prefix: gb, count: 1, gpus: 8}
+datasets:
+  - {name: da, pool: pa, files: 256, file_size_mb: 500}
+  - {name: db, pool: pb, files: 256, file_size_mb: 500}
+workloads:
+  - {name: ja, kind: training, clients: ga, dataset: da, samples_per_sec: 2000, bytes_per_sample: 500000, prefetch_mb: 512}
+  - {name: jb, kind: training, clients: gb, dataset: db, samples_per_sec: 2000, bytes_per_sample: 500000, prefetch_mb: 512}
+faults:
+  - {kind: slow_drive, device: a01/nvme0n1, factor: 0.02, start: 300s}
+`
+
+func TestSaturatedDeviceStarvesOnlyItsGPUs(t *testing.T) {
+	tw := build(t, twoPools)
+	beforeA, beforeB := 0.0, 0.0
+	for i := 0; i < 300; i++ {
+		tw.Step()
+		beforeA += mean(tw.GPUUtil("ga00"))
+		beforeB += mean(tw.GPUUtil("gb00"))
+	}
+	beforeA, beforeB = beforeA/300, beforeB/300
+	afterA, afterB := 0.0, 0.0
+	for i := 0; i < 300; i++ {
+		tw.Step()
+		if i >= 100 { // the prefetch queues drain first
+			afterA += mean(tw.GPUUtil("ga00"))
+			afterB += mean(tw.GPUUtil("gb00"))
+		}
+	}
+	afterA, afterB = afterA/200, afterB/200
+	if beforeA < 0.99 || beforeB < 0.99 {
+		t.Fatalf("before the fault: utilisation %.3f (pool a) and %.3f (pool b); want both ≥ 0.99", beforeA, beforeB)
+	}
+	if afterA > 0.5 {
+		t.Fatalf("GPUs reading the slowed device: utilisation %.3f; want it to drop below 0.5", afterA)
+	}
+	if afterB < 0.99 {
+		t.Fatalf("GPUs of the other pool: utilisation %.3f; want ≥ 0.99", afterB)
+	}
+	g := tw.GPUStats()
+	blamed := 0.0
+	for _, s := range g.IdleBySubject {
+		if s.Subject.ID == "a01/nvme0n1" {
+			blamed += s.Seconds
+		}
+	}
+	total := 0.0
+	for _, v := range g.IdleByCause {
+		total += v
+	}
+	if blamed < 0.9*total {
+		t.Fatalf("idle GPU-seconds blamed on a01/nvme0n1: %.0f of %.0f; want ≥ 90 %%", blamed, total)
+	}
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// The checkpoint pool has 8 drives of 1000 MB/s write, with an IOPS rating
+// that makes the per-request overhead zero, so the achievable write
+// bandwidth is 8 GB/s; the network (400 Gbit/s everywhere) is not a limit.
+const syncCheckpoint = `
+name: sync-checkpoint
+topology:
+  data_servers:
+    - {name_prefix: d, count: 2, drives: 4, pool: data, nic_gbps: 400}
+    - name_prefix: c
+      count: 2
+      drives: 4
+      pool: ckpt
+      nic_gbps: 400
+      drive: {write_mbps: 1000, write_iops: 244140.625}
+  clients: [{count: 1, gpus: 8, nic_gbps: 400}]
+datasets: [{name: d, pool: data, files: 128, file_size_mb: 1000}]
+workloads:
+  - name: j
+    kind: training
+    clients: gpu
+    dataset: d
+    samples_per_sec: 1000
+    bytes_per_sample: 100000
+    checkpoint: {size_gb: 800, interval: 10m, first: 60s, mode: sync, pool: ckpt, queue_depth: 64, layout: {stripe_count: 8}}
+`
+
+func TestSyncCheckpointPausesForSizeOverBandwidth(t *testing.T) {
+	tw := build(t, syncCheckpoint)
+	for i := 0; i < 400; i++ {
+		tw.Step()
+	}
+	want := 800e9 / 8e9 // seconds
+	g := tw.GPUStats()
+	pause := g.IdleByCause["checkpoint"] / 8
+	if pause < 0.95*want || pause > 1.05*want {
+		t.Fatalf("GPUs paused %.1f s for the checkpoint; want %.1f s ± 5 %%", pause, want)
+	}
+	var burst *TruthRecord
+	for _, r := range tw.Truth() {
+		if r.Kind == "checkpoint_burst" {
+			burst = &r
+			break
+		}
+	}
+	if burst == nil || burst.End.IsZero() {
+		t.Fatalf("no completed checkpoint_burst truth record: %+v", tw.Truth())
+	}
+	if d := burst.End.Sub(burst.Start).Seconds(); d < 0.95*want || d > 1.05*want {
+		t.Fatalf("checkpoint_burst lasted %.1f s; want %.1f s ± 5 %%", d, want)
+	}
+	if u := gpuUtil(tw, 100, "gpu"); u < 0.99 {
+		t.Fatalf("GPU utilisation after the checkpoint %.3f; want ≥ 0.99", u)
+	}
+}
+
+// Three hot files land on the same device: stripe_count 1, round-robin
+// over 8 devices, files 0, 8 and 16.
+const hotDevice = `
+name: hot-device
+topology:
+  data_servers: [{count: 4, drives: 2, pool: fast}]
+  clients: [{count: 2, gpus: 8}]
+datasets: [{name: d, pool: fast, files: 256, file_size_mb: 1000, layout: {stripe_count: 1}}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 2000, bytes_per_sample: 500000, prefetch_mb: 512}
+faults:
+  - {kind: hot_shard, dataset: d, files: [0, 8, 16], share: 0.8}
+migration: {mbps: 3000}
+`
+
+func TestMovingHotStripesRelievesDevice(t *testing.T) {
+	tw := build(t, hotDevice)
+	hot := tw.dev[tw.stripes[tw.files[0].first].dev].name
+	for _, f := range []int{8, 16} {
+		if got := tw.dev[tw.stripes[tw.files[f].first].dev].name; got != hot {
+			t.Fatalf("file %d is on %s, not with file 0 on %s; the test's placement assumption broke", f, got, hot)
+		}
+	}
+	tw.Run(200)
+	devBefore := devUtil(tw, 300, hot)
+	gpuBefore := gpuUtil(tw, 300, "gpu")
+	if devBefore < 0.9 || gpuBefore > 0.9 {
+		t.Fatalf("before the move: %s utilisation %.3f and GPU utilisation %.3f; want a saturated device starving GPUs", hot, devBefore, gpuBefore)
+	}
+	for i, to := range []string{"ds01/nvme1n1", "ds02/nvme1n1"} {
+		id := tw.stripeID(tw.files[8*(i+1)].first)
+		if err := tw.Apply(act(models.ActionMoveStripe, models.SubjectStripe, id, map[string]string{"to": to})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 600 && len(tw.migQueue) > 0; i++ {
+		tw.Step()
+	}
+	if len(tw.migQueue) > 0 {
+		t.Fatalf("moves did not complete in 600 s")
+	}
+	if d := tw.dev[tw.stripes[tw.files[8].first].dev].name; d != "ds01/nvme1n1" {
+		t.Fatalf("after the move file 8 is on %s; want ds01/nvme1n1", d)
+	}
+	tw.Run(100)
+	devAfter := devUtil(tw, 300, hot)
+	gpuAfter := gpuUtil(tw, 300, "gpu")
+	if devAfter > devBefore-0.2 {
+		t.Fatalf("%s utilisation %.3f → %.3f; want it to fall by more than 0.2", hot, devBefore, devAfter)
+	}
+	if gpuAfter < gpuBefore+0.1 {
+		t.Fatalf("GPU utilisation %.3f → %.3f; want it to rise by more than 0.1", gpuBefore, gpuAfter)
+	}
+}
+
+// readAheadRun measures client goodput in bytes/s of one workload at a
+// given read-ahead.
+func readAheadRun(t *testing.T, kind string, raKB string) float64 {
+	y := `
+name: ra
+topology:
+  data_servers: [{count: 4, drives: 1, pool: fast}]
+  clients: [{name_prefix: c, count: 1, gpus: 0}]
+datasets: [{name: d, pool: fast, files: 64, file_size_mb: 100000}]
+workloads:
+  - {name: w, kind: ` + kind + `, clients: c, dataset: d, streams: 2, queue_depth: 16, read_kb: 64}
+`
+	tw := build(t, y)
+	if err := tw.Apply(act(models.ActionSetReadAhead, models.SubjectClient, "c00", map[string]string{"read_ahead_kb": raKB})); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(50)
+	before := tw.cli[0].readGood
+	tw.Run(200)
+	return (tw.cli[0].readGood - before) / 200
+}
+
+func TestReadAheadSequentialPlateauAndRandomWaste(t *testing.T) {
+	ras := []string{"16", "64", "256", "1024", "4096", "16384", "65536", "262144"}
+	var seq, rnd []float64
+	for _, ra := range ras {
+		seq = append(seq, readAheadRun(t, KindAnalytics, ra))
+		rnd = append(rnd, readAheadRun(t, KindInference, ra))
+	}
+	for i := 1; i < len(ras); i++ {
+		if seq[i] < seq[i-1]*0.99 {
+			t.Errorf("sequential goodput fell from %.3g to %.3g B/s when read-ahead grew from %s to %s KiB", seq[i-1], seq[i], ras[i-1], ras[i])
+		}
+	}
+	if seq[2] < 1.5*seq[0] {
+		t.Errorf("sequential goodput %.3g B/s at 16 KiB vs %.3g at 256 KiB; want read-ahead to raise it", seq[0], seq[2])
+	}
+	last := len(ras) - 1
+	if seq[last] > seq[last-1]*1.05 {
+		t.Errorf("sequential goodput still rising at the largest read-ahead (%.3g → %.3g B/s); want a plateau", seq[last-1], seq[last])
+	}
+	// random 64 KiB reads: a window above the read size fetches bytes
+	// nobody asked for
+	for i := 2; i < len(ras); i++ {
+		if rnd[i] > rnd[i-1]*1.01 {
+			t.Errorf("random-read goodput rose from %.3g to %.3g B/s when read-ahead grew from %s to %s KiB", rnd[i-1], rnd[i], ras[i-1], ras[i])
+		}
+	}
+	if rnd[last] > 0.5*rnd[1] {
+		t.Errorf("random-read goodput %.3g B/s at 64 KiB vs %.3g at 64 MiB; want large read-ahead to waste most of it", rnd[1], rnd[last])
+	}
+	t.Logf("sequential B/s by read-ahead %v: %.3g", ras, seq)
+	t.Logf("random B/s by read-ahead %v: %.3g", ras, rnd)
+}
+
+// An unthrottled scan reads pool a's only device flat out; a stripe of a
+// second dataset on that device is then moved to pool b.
+const migrationContention = `
+name: migration
+topology:
+  data_servers:
+    - {name_prefix: a, count: 1, drives: 1, pool: pa}
+    - {name_prefix: b, count: 1, drives: 1, pool: pb}
+  clients: [{name_prefix: c, count: 1, gpus: 0, read_ahead_kb: 16384}]
+datasets:
+  - {name: hot, pool: pa, files: 4, file_size_mb: 1000000, layout: {stripe_count: 1}}
+  - {name: cold, pool: pa, files: 1, file_size_mb: 500000, layout: {stripe_count: 1}}
+workloads:
+  - {name: scan, kind: analytics, clients: c, dataset: hot, streams: 4}
+migration: {mbps: 3000}
+`
+
+func TestMigrationSlowsUserIO(t *testing.T) {
+	tw := build(t, migrationContention)
+	tw.Run(30)
+	rate := func(n int) float64 {
+		b := tw.cli[0].readGood
+		tw.Run(int64(n))
+		return (tw.cli[0].readGood - b) / float64(n)
+	}
+	before := rate(60)
+	if err := tw.Apply(act(models.ActionMoveStripe, models.SubjectStripe, "cold/shard-00000#0", map[string]string{"to": "b00/nvme0n1"})); err != nil {
+		t.Fatal(err)
+	}
+	during := rate(60)
+	if len(tw.migQueue) == 0 {
+		t.Fatal("the move finished within a minute; the test needs it running")
+	}
+	if during > 0.9*before {
+		t.Fatalf("scan read %.3g B/s before the move and %.3g B/s during it; want the copy to slow it by more than 10 %%", before, during)
+	}
+	if err := tw.Apply(act(models.ActionThrottleMigration, models.SubjectCluster, "all", map[string]string{"mbps": "100"})); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(5)
+	throttled := rate(60)
+	if throttled < during*1.1 {
+		t.Fatalf("throttling the copy to 100 MB/s left the scan at %.3g B/s (was %.3g); want it faster", throttled, during)
+	}
+}
+
+const failingDrive = `
+name: failing
+topology:
+  data_servers: [{count: 2, drives: 2, pool: fast}]
+  clients: [{count: 1, gpus: 8}]
+datasets: [{name: d, pool: fast, files: 64, file_size_mb: 1000}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 1000, bytes_per_sample: 200000}
+faults:
+  - {kind: failing_drive, device: ds01/nvme1n1, start: 10m, end: 70m, media_errors: 4000, final_spare: 3, wear_rise: 6, temp_excursion_c: 40}
+`
+
+func TestFailingDriveSMARTMoves(t *testing.T) {
+	tw := build(t, failingDrive)
+	get := func() SmartHealth {
+		hs, err := tw.Smart("ds01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hs[1]
+	}
+	tw.Run(600)
+	h0 := get()
+	if h0.MediaErrors != 0 || h0.AvailableSpare != 100 || h0.CriticalWarning != 0 {
+		t.Fatalf("healthy drive before onset: %+v", h0)
+	}
+	prev := h0
+	maxTemp := 0.0
+	sawReliability := false
+	for m := 1; m <= 59; m++ {
+		for i := 0; i < 60; i++ {
+			tw.Step()
+			maxTemp = max(maxTemp, tw.dev[tw.findDevice("ds01/nvme1n1")].smart.tempC)
+		}
+		h := get()
+		if h.MediaErrors < prev.MediaErrors || h.ErrorLogEntries < prev.ErrorLogEntries || h.AvailableSpare > prev.AvailableSpare || h.PercentageUsed < prev.PercentageUsed {
+			t.Fatalf("minute %d: SMART went backwards: %+v after %+v", m, h, prev)
+		}
+		sawReliability = sawReliability || h.CriticalWarning&cwReliability != 0
+		prev = h
+	}
+	if prev.MediaErrors < 0.8*4000*0.9 || prev.MediaErrors > 4000*1.1 {
+		t.Errorf("media errors a minute before failure: %v; want about 4000 × (59/60)³", prev.MediaErrors)
+	}
+	if prev.ErrorLogEntries < prev.MediaErrors {
+		t.Errorf("error log entries %v below media errors %v", prev.ErrorLogEntries, prev.MediaErrors)
+	}
+	if prev.AvailableSpare > 6 || prev.CriticalWarning&cwSpare == 0 {
+		t.Errorf("available spare %v, critical warning %#x a minute before failure; want ≈ 3 %% with the spare bit set", prev.AvailableSpare, prev.CriticalWarning)
+	}
+	if prev.PercentageUsed < h0.PercentageUsed+5 {
+		t.Errorf("percentage used %v → %v; want a rise of about 6", h0.PercentageUsed, prev.PercentageUsed)
+	}
+	if !sawReliability {
+		t.Errorf("reliability-degraded bit never set")
+	}
+	if maxTemp < ambientC+20 {
+		t.Errorf("highest temperature %.1f °C; want an excursion of about +40 °C", maxTemp)
+	}
+	tw.Run(120)
+	h := get()
+	if h.Up {
+		t.Fatalf("drive still up after its failure time: %+v", h)
+	}
+	if tw.GPUStats().IOErrors == 0 {
+		t.Fatalf("no I/O errors after the drive failed")
+	}
+	kinds := map[string]bool{}
+	for _, r := range tw.Truth() {
+		if r.Subject.ID == "ds01/nvme1n1" {
+			kinds[r.Kind] = true
+		}
+	}
+	if !kinds["failing_drive"] || !kinds["drive_failed"] {
+		t.Fatalf("truth for the drive: %v; want failing_drive and drive_failed", kinds)
+	}
+}
