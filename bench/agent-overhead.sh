@@ -64,7 +64,7 @@ PIDS+=($!); BPID=$!
   --log.level=error 2>"$WORK/ne.log" &
 PIDS+=($!); NPID=$!
 
-wait_up() { for _ in $(seq 100); do curl -fsS -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
+wait_up() { for _ in $(seq 100); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
 wait_up http://127.0.0.1:19101/metrics
 wait_up http://127.0.0.1:19102/metrics
 
@@ -81,12 +81,13 @@ measure() { # name pid url
   t1=$(ticks "$pid")
   bytes=$(curl -fsS "$url" | wc -c)
   series=$(curl -fsS "$url" | grep -vc '^#')
-  awk -v n="$name" -v d=$((t1 - t0)) -v hz="$HZ" -v N="$N" -v rss="$(kb "$pid" VmRSS)" -v hwm="$(kb "$pid" VmHWM)" -v b="$bytes" -v s="$series" \
-    'BEGIN { printf "| %s | %.3f | %d | %d | %d | %d |\n", n, d * 1000 / hz / N, rss / 1024, hwm / 1024, s, b }'
+  awk -v n="$name" -v d=$((t1 - t0)) -v hz="$HZ" -v N="$N" -v rss="$(kb "$pid" VmRSS)" -v hwm="$(kb "$pid" VmHWM)" \
+    -v anon="$(kb "$pid" RssAnon)" -v file="$(kb "$pid" RssFile)" -v b="$bytes" -v s="$series" \
+    'BEGIN { printf "| %s | %.3f | %.1f | %.1f | %.1f | %.1f | %d | %d |\n", n, d * 1000 / hz / N, rss / 1024, hwm / 1024, anon / 1024, file / 1024, s, b }'
 }
 
 echo "scrapes per agent: $N; fake tree: 24 NVMe controllers, 24 namespaces in diskstats, 8 NICs + lo, nfsd"
-echo "| agent | CPU ms per scrape | RSS MiB | peak RSS MiB | series | bytes (plain) |"
-echo "|---|---|---|---|---|---|"
+echo "| agent | CPU ms per scrape | RSS MiB | peak RSS MiB | anon RSS MiB | file RSS MiB | series | bytes (plain) |"
+echo "|---|---|---|---|---|---|---|---|"
 measure "ballast ds" "$BPID" http://127.0.0.1:19101/metrics
-measure "node_exporter $("$NE" --version 2>&1 | awk 'NR==1{print $3}')" "$NPID" http://127.0.0.1:19102/metrics
+measure "node_exporter" "$NPID" http://127.0.0.1:19102/metrics

@@ -22,7 +22,7 @@ type fixtureCase struct {
 	Read      func(t *testing.T) ([]Sample, error)
 }
 
-func readFixture(t *testing.T, rel string) []byte {
+func readFixture(t testing.TB, rel string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata/fixtures", rel))
 	if err != nil {
@@ -35,6 +35,10 @@ func readFixture(t *testing.T, rel string) []byte {
 // temporary directory and returns it. A value of "->target" makes a
 // symlink.
 func fakeRoot(t *testing.T, files map[string]string) string {
+	return fakeRootTB(t, files)
+}
+
+func fakeRootTB(t testing.TB, files map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
 	for p, c := range files {

@@ -114,11 +114,13 @@ func (h *Handler) Collect(ch chan<- prometheus.Metric) {
 	for i, r := range h.runs {
 		res := results[i]
 		for _, s := range res.samples {
-			key := s.Name + "\xff" + strings.Join(s.Values, "\xff")
-			if seen[key] {
-				continue
+			if h.descs[s.Name].shared {
+				key := s.Name + "\xff" + strings.Join(s.Values, "\xff")
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
 			}
-			seen[key] = true
 			if m, err := h.metric(s); err != nil {
 				r.log.Error("dropped a malformed sample", "err", err)
 			} else {
@@ -197,10 +199,13 @@ func (r *run) refresh(opts Options) {
 	}
 }
 
-// family is the Prometheus descriptor and value type of one family.
+// family is the Prometheus descriptor and value type of one family;
+// shared marks families that several collectors emit (nvme and smartctl),
+// the only ones that need de-duplication.
 type family struct {
-	desc *prometheus.Desc
-	typ  prometheus.ValueType
+	desc   *prometheus.Desc
+	typ    prometheus.ValueType
+	shared bool
 }
 
 // descriptors builds a Prometheus descriptor for every family of
@@ -208,7 +213,7 @@ type family struct {
 func descriptors() map[string]family {
 	m := make(map[string]family, len(models.Metrics))
 	for _, d := range models.Metrics {
-		f := family{prometheus.NewDesc(d.Name, d.Help, d.Labels, nil), prometheus.GaugeValue}
+		f := family{prometheus.NewDesc(d.Name, d.Help, d.Labels, nil), prometheus.GaugeValue, strings.Contains(d.Collector, ",")}
 		if d.Type == models.MetricCounter {
 			f.typ = prometheus.CounterValue
 		}

@@ -71,7 +71,7 @@ func (c *diskstatsCollector) Collect(context.Context) ([]Sample, error) {
 // device's sector size (the kernel's diskstats unit).
 func diskstatsSamples(ds []blockdevice.Diskstats) []Sample {
 	const ms, sector = 0.001, 512.0
-	var out []Sample
+	out := make([]Sample, 0, 17*len(ds))
 	for _, d := range ds {
 		dev := []string{d.DeviceName}
 		add := func(name string, v float64) { out = append(out, Sample{name, dev, v}) }
