@@ -93,6 +93,9 @@ type Options struct {
 	HeatHalfLife     time.Duration // half-life of stripe heat [2m]
 	StripeCandidates int           // hottest stripes checked against the fair share each tick [64]
 	NamedStripes     int           // stripes named in a device or DS finding [5]
+	// StripeEnterRatio and StripeExitRatio replace EnterRatio and ExitRatio
+	// for stripes, whose loads are naturally skewed (popular files) [3, 2].
+	StripeEnterRatio, StripeExitRatio float64
 	MinStripeShare   float64       // smallest share of a device's heat for a stripe to be named [0.02]
 }
 
@@ -109,6 +112,8 @@ func (o Options) withDefaults() Options {
 	def(&o.MADFloor, 0.1)
 	def(&o.CriticalRatio, 3)
 	def(&o.MinStripeShare, 0.02)
+	def(&o.StripeEnterRatio, 3)
+	def(&o.StripeExitRatio, 2)
 	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002} {
 		def(&o.Floors[i], d)
 	}
@@ -141,6 +146,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("invalid hotspot options: ExitScore %v is above EnterScore %v", o.ExitScore, o.EnterScore)
 	case o.ExitRatio > o.EnterRatio:
 		return fmt.Errorf("invalid hotspot options: ExitRatio %v is above EnterRatio %v", o.ExitRatio, o.EnterRatio)
+	case o.StripeExitRatio > o.StripeEnterRatio:
+		return fmt.Errorf("invalid hotspot options: StripeExitRatio %v is above StripeEnterRatio %v", o.StripeExitRatio, o.StripeEnterRatio)
 	case o.EnterRatio < 1:
 		return fmt.Errorf("invalid hotspot options: EnterRatio %v is below 1", o.EnterRatio)
 	case o.MinPeers < 2:
@@ -380,20 +387,27 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 		for _, i := range idx {
 			l := &loads[i]
 			var best last
-			enter, stay := false, false
+			var e, s [numMetrics]bool
+			var z, r [numMetrics]float64
 			for m := range numMetrics {
-				v := l.Values[m]
-				if !ok[m] || !(v >= d.opts.Floors[m]) {
-					continue
+				if v := l.Values[m]; ok[m] && v >= d.opts.Floors[m] {
+					e[m], s[m], z[m], r[m] = d.judge(v, med[m], mad[m], d.opts.EnterRatio, d.opts.ExitRatio)
 				}
-				e, s, z, r := d.judge(v, med[m], mad[m])
-				if (e || s) && (z > best.score || !(enter || stay)) {
-					best = last{subject: l.Subject, metric: m, value: v, median: med[m], mad: mad[m], score: z, ratio: r}
-				}
-				enter, stay = enter || e, stay || s
 			}
-			if !enter && !stay {
+			// Latency is a symptom, not load: alone (a degrading drive) it
+			// opens nothing; with a load measure in the band it counts.
+			loadE := e[IOPS] || e[BytesPerSec] || e[Utilization]
+			stay := s[IOPS] || s[BytesPerSec] || s[Utilization]
+			enter := loadE || (e[Latency] && stay)
+			if !stay {
 				continue
+			}
+			found := false
+			for m := range numMetrics {
+				if s[m] && (!found || z[m] > best.score) {
+					best = last{subject: l.Subject, metric: Metric(m), value: l.Values[m], median: med[m], mad: mad[m], score: z[m], ratio: r[m]}
+					found = true
+				}
 			}
 			key := l.Subject.String()
 			if ep := d.tracker.Step(now, key, enter, stay); ep != nil {
@@ -403,16 +417,16 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 	}
 }
 
-// judge says whether value v enters or stays hot against a median and MAD,
-// with its robust score and ratio to the median.
-func (d *Detector) judge(v, med, mad float64) (enter, stay bool, z, ratio float64) {
+// judge says whether value v enters or stays hot against a median and MAD
+// with the given ratios, with its robust score and ratio to the median.
+func (d *Detector) judge(v, med, mad, enterRatio, exitRatio float64) (enter, stay bool, z, ratio float64) {
 	z = robust.Score(v, med, mad, d.opts.MADFloor)
 	ratio = math.Inf(1)
 	if med > 0 {
 		ratio = v / med
 	}
-	enter = z >= d.opts.EnterScore && ratio >= d.opts.EnterRatio
-	stay = z >= d.opts.ExitScore && ratio >= d.opts.ExitRatio
+	enter = z >= d.opts.EnterScore && ratio >= enterRatio
+	stay = z >= d.opts.ExitScore && ratio >= exitRatio
 	return
 }
 
@@ -447,7 +461,7 @@ func (d *Detector) observeStripeCandidates(now time.Time) {
 		if !(r >= d.opts.Floors[BytesPerSec]) {
 			continue
 		}
-		enter, stay, z, ratio := d.judge(r, med, mad)
+		enter, stay, z, ratio := d.judge(r, med, mad, d.opts.StripeEnterRatio, d.opts.StripeExitRatio)
 		if !enter && !stay {
 			continue
 		}

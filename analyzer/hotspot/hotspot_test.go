@@ -97,7 +97,8 @@ func sorted(m map[string]models.Finding) []models.Finding {
 
 // TestHotDeviceAndStripe: ds01/nvme3 runs at 3× from tick 12 to 30 because
 // stripe fh07 on it takes 20× its share; a one-tick spike on ds02/nvme1 at
-// tick 40 and a 1.3× device (above the mean, inside the band) must not fire.
+// tick 40, a 1.3× device (above the mean, inside the band) and a degrading
+// drive with 10× latency but ordinary load (ds02/nvme4) must not fire.
 func TestHotDeviceAndStripe(t *testing.T) {
 	d, err := New(Options{})
 	if err != nil {
@@ -106,6 +107,7 @@ func TestHotDeviceAndStripe(t *testing.T) {
 	hot := devID(1, 3)
 	sc := scenario{ticks: 60, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
 		findLoad(loads, devID(3, 0)).Values[IOPS] *= 1.3
+		findLoad(loads, devID(2, 4)).Values[Latency] *= 10
 		if tick >= 12 && tick <= 30 {
 			l := findLoad(loads, hot)
 			l.Values[IOPS] *= 3
