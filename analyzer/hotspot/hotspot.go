@@ -96,7 +96,7 @@ type Options struct {
 	// StripeEnterRatio and StripeExitRatio replace EnterRatio and ExitRatio
 	// for stripes, whose loads are naturally skewed (popular files) [3, 2].
 	StripeEnterRatio, StripeExitRatio float64
-	MinStripeShare   float64       // smallest share of a device's heat for a stripe to be named [0.02]
+	MinStripeShare                    float64 // smallest share of a device's heat for a stripe to be named [0.02]
 }
 
 func (o Options) withDefaults() Options {
