@@ -103,11 +103,7 @@ risk most, each with its value and how unusual it is among healthy drives.`)
 	if *csvPath == "" || *out == "" || fs.NArg() > 0 {
 		return fmt.Errorf("%w: drives score needs --backblaze and --out and no arguments", errUsage)
 	}
-	m, err := loadDriveModel(*modelPath)
-	if err != nil {
-		return err
-	}
-	drives, err := readBackblaze(*csvPath)
+	m, drives, err := loadModelAndDrives(*modelPath, *csvPath)
 	if err != nil {
 		return err
 	}
@@ -145,11 +141,7 @@ repository's test data, so run it from the repository root.`)
 	if *out == "" || fs.NArg() > 0 {
 		return fmt.Errorf("%w: eval drives needs --out and no arguments", errUsage)
 	}
-	m, err := loadDriveModel(*modelPath)
-	if err != nil {
-		return err
-	}
-	drives, err := readBackblaze(*csvPath)
+	m, drives, err := loadModelAndDrives(*modelPath, *csvPath)
 	if err != nil {
 		return err
 	}
@@ -204,6 +196,17 @@ func readBackblaze(path string) ([]drivehealth.Drive, error) {
 		return nil, fmt.Errorf("cannot load %q: %w", path, err)
 	}
 	return drives, nil
+}
+
+// loadModelAndDrives loads the model (the built-in one when modelPath is
+// empty) and the Backblaze CSV to run it on.
+func loadModelAndDrives(modelPath, csvPath string) (*drivehealth.Model, []drivehealth.Drive, error) {
+	m, err := loadDriveModel(modelPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	drives, err := readBackblaze(csvPath)
+	return m, drives, err
 }
 
 func loadDriveModel(path string) (*drivehealth.Model, error) {
