@@ -1,0 +1,314 @@
+package twin
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/collector"
+	"github.com/ballast-io/ballast/collector/layoutstats"
+)
+
+// series parses Prometheus text exposition into series → value, skipping
+// comments.
+func series(t *testing.T, text string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("bad exposition line %q", line)
+		}
+		out[line[:i]] = line[i+1:]
+	}
+	return out
+}
+
+func render(t *testing.T, tw *Twin, node string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := tw.RenderNode(node, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// scrapeFake writes the twin's raw /proc files of node into a fake root and
+// serves them through the real collectors.
+func scrapeFake(t *testing.T, tw *Twin, node string, role string) string {
+	t.Helper()
+	root := t.TempDir()
+	write := func(p string, fn func(w *bytes.Buffer) error) {
+		var b bytes.Buffer
+		if err := fn(&b); err != nil {
+			t.Fatal(err)
+		}
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("net/dev", func(w *bytes.Buffer) error { return tw.WriteNetDev(node, w) })
+	enabled := []string{"netdev"}
+	if role == RoleDS {
+		write("diskstats", func(w *bytes.Buffer) error { return tw.WriteDiskstats(node, w) })
+		enabled = append(enabled, "diskstats")
+	} else {
+		write("4242/mountstats", func(w *bytes.Buffer) error { return tw.WriteMountstats(node, w) })
+		if err := os.Symlink("4242", filepath.Join(root, "self")); err != nil {
+			t.Fatal(err)
+		}
+		enabled = append(enabled, "mountstats")
+	}
+	h, err := collector.NewHandler(collector.Options{ProcRoot: root, SysRoot: root, DevRoot: root, CacheTTL: -1}, enabled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape of fake %s: status %d: %s", node, rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// TestTelemetryRoundTripsThroughCollectors renders the raw /proc files of
+// a data server and a client, parses them with the real diskstats, netdev
+// and mountstats collectors, and checks that every series they produce is
+// in the twin's own exposition of the node with the same value.
+func TestTelemetryRoundTripsThroughCollectors(t *testing.T) {
+	sc, err := LoadScenario("failing-drive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Topology.DataServers[0].CounterBits = 32 // exercise wrapped fields
+	tw, err := New(sc, 3, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(1500)
+	for _, n := range []Node{{"ds03", RoleDS}, {"gpu02", RoleClient}} {
+		twin := series(t, render(t, tw, n.Name))
+		real := series(t, scrapeFake(t, tw, n.Name, n.Role))
+		checked := 0
+		for k, v := range real {
+			if strings.HasPrefix(k, "ballast_collector_") {
+				continue
+			}
+			got, ok := twin[k]
+			if !ok {
+				t.Errorf("%s: series %s from the real collector is missing in the twin's exposition", n.Name, k)
+				continue
+			}
+			if got != v {
+				t.Errorf("%s: %s = %s in the twin's exposition; the real collector parsed %s", n.Name, k, got, v)
+			}
+			checked++
+		}
+		if checked < 20 {
+			t.Fatalf("%s: only %d series compared", n.Name, checked)
+		}
+	}
+}
+
+func TestDiskstatsWrapAt32Bits(t *testing.T) {
+	sc := parse(t, ampleStorage)
+	sc.Topology.DataServers[0].CounterBits = 32
+	tw, err := New(sc, 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tw.findDevice("ds00/nvme0n1")
+	tw.dev[d].rdBytes = float64(1<<32)*512 + 1024 // sectors past 2^32
+	rows, err := tw.Diskstats("ds00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].ReadSectors != 2 {
+		t.Fatalf("read sectors %d; want 2 after a 32-bit wrap", rows[0].ReadSectors)
+	}
+}
+
+func TestNodeLossResetsCounters(t *testing.T) {
+	tw, err := New(mustLoad(t, "node-loss"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(19 * 60)
+	before, err := tw.NetDev("ds05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(120)
+	if err := tw.RenderNode("ds05", &bytes.Buffer{}); err == nil {
+		t.Fatal("a lost data server rendered its exposition")
+	}
+	tw.Run(15 * 60)
+	after, err := tw.NetDev("ds05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.TxBytes == 0 || after.TxBytes >= before.TxBytes {
+		t.Fatalf("ds05 transmitted %d bytes before the loss and %d after its return; want counters restarted from zero", before.TxBytes, after.TxBytes)
+	}
+	sm, _ := tw.Smart("ds05")
+	if sm[0].UnsafeShutdowns < 1 {
+		t.Fatalf("unsafe shutdowns %v after the loss; want it counted", sm[0].UnsafeShutdowns)
+	}
+}
+
+func mustLoad(t *testing.T, name string) *Scenario {
+	t.Helper()
+	sc, err := LoadScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestLayoutStatsIngest feeds the twin's LAYOUTSTATS reports to the real
+// ingest every 30 simulated seconds: every batch must validate and be
+// accepted, counters must only move forward, and the bytes the ingest
+// derives must match what the clients read.
+func TestLayoutStatsIngest(t *testing.T) {
+	tw, err := New(mustLoad(t, "hot-shard"), 5, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := layoutstats.NewIngester(layoutstats.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(30)
+	var derived, reports float64
+	clientRead := func() float64 {
+		s := 0.0
+		for c := range tw.cli {
+			s += tw.cli[c].readBytes
+		}
+		return s
+	}
+	var clientBefore, clientAfter float64
+	for i := 0; i < 20; i++ {
+		switch i {
+		case 0:
+			clientBefore = clientRead()
+		case 19:
+			clientAfter = clientRead()
+		}
+		for _, b := range tw.LayoutStats() {
+			if err := b.Validate(); err != nil {
+				t.Fatalf("batch of %s: %v", b.ClientID, err)
+			}
+			res, err := in.Ingest(tw.Now(), &b)
+			if err != nil {
+				t.Fatalf("ingest of %s at %s: %v", b.ClientID, tw.Now(), err)
+			}
+			reports += float64(len(b.Reports))
+			if i > 0 {
+				for _, d := range res.Deltas {
+					derived += float64(d.Read.BytesCompleted)
+				}
+			}
+		}
+		tw.Run(30)
+	}
+	// deltas from the second batch on cover the time between the first
+	// and the last batch
+	read := clientAfter - clientBefore
+	if derived < 0.99*read || derived > 1.01*read {
+		t.Fatalf("ingest derived %.4g bytes read; clients read %.4g over the reported intervals", derived, read)
+	}
+	if reports == 0 {
+		t.Fatal("no reports")
+	}
+}
+
+// runDigest runs a scenario and hashes everything a pipeline would see:
+// every node's exposition and the LAYOUTSTATS batches each simulated
+// minute, then the truth.
+func runDigest(t *testing.T, name string, seed uint64, minutes int) (telemetry, truth []byte) {
+	t.Helper()
+	tw, err := New(mustLoad(t, name), seed, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	for m := 0; m < minutes; m++ {
+		tw.Run(60)
+		for _, n := range tw.Nodes() {
+			if err := tw.RenderNode(n.Name, h); err != nil && !strings.Contains(err.Error(), ErrNodeDown.Error()) {
+				t.Fatal(err)
+			}
+		}
+		if err := json.NewEncoder(h).Encode(tw.LayoutStats()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b bytes.Buffer
+	if err := tw.WriteTruth(&b); err != nil {
+		t.Fatal(err)
+	}
+	return h.Sum(nil), b.Bytes()
+}
+
+func TestDeterminism(t *testing.T) {
+	tel1, tr1 := runDigest(t, "mixed", 42, 30)
+	tel2, tr2 := runDigest(t, "mixed", 42, 30)
+	if !bytes.Equal(tel1, tel2) {
+		t.Fatal("same scenario and seed gave different telemetry")
+	}
+	if !bytes.Equal(tr1, tr2) {
+		t.Fatalf("same scenario and seed gave different truth:\n%s\n---\n%s", tr1, tr2)
+	}
+	_, tr3 := runDigest(t, "mixed", 43, 30)
+	if bytes.Equal(tr1, tr3) {
+		t.Fatal("a different seed gave the same truth; the seed is not used")
+	}
+	if len(bytes.Split(bytes.TrimSpace(tr1), []byte("\n"))) < 10 {
+		t.Fatalf("mixed produced little truth in 30 min:\n%s", tr1)
+	}
+}
+
+func TestTruthRecords(t *testing.T) {
+	tw, err := New(mustLoad(t, "mixed"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(int64(2 * time.Hour / time.Second))
+	kinds := map[string]int{}
+	for _, r := range tw.Truth() {
+		kinds[r.Kind]++
+		if r.Start.Before(epoch) || (!r.End.IsZero() && r.End.Before(r.Start)) {
+			t.Fatalf("record with bad times: %+v", r)
+		}
+	}
+	for _, k := range []string{"workload_phase", "checkpoint_burst", "hot_shard", "failing_drive", "drive_failed", "port_saturation", "workload_shift", "node_loss", "gpu_idle"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s truth record in mixed; have %v", k, kinds)
+		}
+	}
+	var b bytes.Buffer
+	if err := tw.WriteTruth(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(b.Bytes()), []byte("\n")) {
+		var r TruthRecord
+		if err := json.Unmarshal(line, &r); err != nil || r.Kind == "" || r.Subject.ID == "" {
+			t.Fatalf("bad truth line %s: %v", line, err)
+		}
+	}
+}
