@@ -50,8 +50,8 @@ func New(k int) (*Sketch, error) {
 	if k < 1 || k > math.MaxInt32/4 {
 		return nil, fmt.Errorf("cannot create heavy-hitter sketch with %d counters: want 1 to %d", k, math.MaxInt32/4)
 	}
-	// Table size: power of two ≥ 2k keeps the load factor ≤ 0.5, so linear
-	// probes stay short.
+	// Table size: power of two ≥ 2k keeps the load factor ≤ 0.5 (k+1 keys
+	// during a replacement), so linear probes stay short.
 	n := 1
 	for n < 2*k {
 		n <<= 1
@@ -153,12 +153,15 @@ func (s *Sketch) Add(key uint64, w float64) {
 		s.up(h)
 		return
 	}
-	// Replace the minimum: the newcomer inherits its count as error.
-	s.remove(s.heap[0].slot)
-	slot, _ = s.find(key) // removal may have shifted the empty slot
+	// Replace the minimum: the newcomer inherits its count as error. It is
+	// inserted before the old key is removed (the table has room for k+1),
+	// so the free slot found above stays valid; the removal's backward
+	// shift may then move it, and updates its heap slot like any other.
+	old := s.heap[0].slot
 	m := s.heap[0].Count
 	s.heap[0] = node{Entry: Entry{Key: key, Count: m + w, Err: m}, slot: slot}
 	s.slots[slot], s.keys[slot] = 1, key
+	s.remove(old)
 	s.down(0)
 }
 
