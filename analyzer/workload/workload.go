@@ -272,14 +272,13 @@ func (l Label) Evidence() []models.Evidence {
 
 // group is the per-subject state of the classifier.
 type group struct {
-	stable       Class
-	stableSince  time.Time
-	stableScore  float64
-	cand         Class
-	candSince    time.Time
-	candCount    int
-	last         Label
-	profileStart time.Time
+	stable      Class
+	stableSince time.Time
+	stableScore float64
+	cand        Class
+	candSince   time.Time
+	candCount   int
+	last        Label
 }
 
 // Classifier labels windows and tracks each group's class over time. Feed
