@@ -61,6 +61,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock used for the result cache; default time.Now.
 	Now func() time.Time
+
+	// nvmeEnabled is set by NewHandler when the nvme collector runs, so
+	// that smartctl leaves NVMe drives to it.
+	nvmeEnabled bool
 }
 
 func (o Options) withDefaults() Options {

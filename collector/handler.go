@@ -46,6 +46,11 @@ type run struct {
 // is not (it reports ErrNotApplicable when scraped).
 func NewHandler(opts Options, enabled []string) (*Handler, error) {
 	opts = opts.withDefaults()
+	for _, n := range enabled {
+		if n == "nvme" {
+			opts.nvmeEnabled = true
+		}
+	}
 	h := &Handler{opts: opts, descs: descriptors()}
 	seen := map[string]bool{}
 	for _, name := range enabled {

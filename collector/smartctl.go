@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ballast-io/ballast/models"
 )
@@ -22,13 +23,17 @@ import (
 // the collector's timeout, or by reading *.json files from a drop
 // directory (outputs of `smartctl --json --xall`, or of
 // `nvme smart-log -o json`, then named <device>.json).
+//
+// When the nvme collector is enabled too, smartctl skips NVMe drives
+// (type "nvme" in its scan), so a drive is not read twice per scrape.
 type smartctlCollector struct {
 	path, dropDir string
+	skipNVMe      bool
 	log           *onceLogger
 }
 
 func newSmartctlCollector(opts Options, log *onceLogger) (Collector, error) {
-	return &smartctlCollector{path: opts.SmartctlPath, dropDir: opts.SmartctlDropDir, log: log}, nil
+	return &smartctlCollector{path: opts.SmartctlPath, dropDir: opts.SmartctlDropDir, skipNVMe: opts.nvmeEnabled, log: log}, nil
 }
 
 func (c *smartctlCollector) Collect(ctx context.Context) ([]Sample, error) {
@@ -47,24 +52,47 @@ func (c *smartctlCollector) Collect(ctx context.Context) ([]Sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Drives are read a few at a time: smartctl --xall takes up to a
+	// second per drive, and a data server has dozens.
+	results := make([][]Sample, len(devs))
+	sem := make(chan struct{}, smartctlParallel)
+	var wg sync.WaitGroup
+	for i, d := range devs {
+		if c.skipNVMe && d.Type == "nvme" {
+			continue // the nvme collector reads it through the ioctl already
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = c.readDevice(ctx, bin, d)
+		}()
+	}
+	wg.Wait()
 	var out []Sample
-	for _, d := range devs {
-		b, err := runSmartctl(ctx, bin, "--json", "--xall", "--device", d.Type, d.Name)
-		var s []Sample
-		if err == nil {
-			s, err = parseSmartctlJSON(b)
-		}
-		name := smartctlDeviceName(d.Name, d.Type)
-		if err != nil {
-			c.log.warnOnce(name, err.Error(), "cannot read drive with smartctl", "device", name)
-			out = append(out, deviceUp("smartctl", name, false))
-			continue
-		}
-		c.log.clear(name)
-		out = append(out, deviceUp("smartctl", name, true))
-		out = append(out, s...)
+	for _, r := range results {
+		out = append(out, r...)
 	}
 	return out, nil
+}
+
+// smartctlParallel bounds the smartctl processes run at once.
+const smartctlParallel = 4
+
+func (c *smartctlCollector) readDevice(ctx context.Context, bin string, d smartctlScanDevice) []Sample {
+	b, err := runSmartctl(ctx, bin, "--json", "--xall", "--device", d.Type, d.Name)
+	var s []Sample
+	if err == nil {
+		s, err = parseSmartctlJSON(b)
+	}
+	name := smartctlDeviceName(d.Name, d.Type)
+	if err != nil {
+		c.log.warnOnce(name, err.Error(), "cannot read drive with smartctl", "device", name)
+		return []Sample{deviceUp("smartctl", name, false)}
+	}
+	c.log.clear(name)
+	return append([]Sample{deviceUp("smartctl", name, true)}, s...)
 }
 
 func (c *smartctlCollector) collectDropDir() ([]Sample, error) {

@@ -175,6 +175,10 @@ esac
 	if up["nvme0"] != 1 || up["sdz"] != 0 || temp != 29 {
 		t.Errorf("got device_up %v, temperature %v; want nvme0 up with 29 °C, sdz down", up, temp)
 	}
+	s, err = collectWith(t, "smartctl", Options{SmartctlPath: bin, nvmeEnabled: true})
+	if err != nil || len(s) != 1 || s[0].Values[1] != "sdz" {
+		t.Errorf("with the nvme collector on: got %v, %v; want only sdz (NVMe left to nvme)", s, err)
+	}
 	_, err = collectWith(t, "smartctl", Options{SmartctlPath: filepath.Join(dir, "absent")})
 	if !errors.Is(err, ErrNotApplicable) {
 		t.Errorf("missing smartctl: got %v; want ErrNotApplicable", err)
