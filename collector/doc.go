@@ -18,7 +18,14 @@
 // ballast_collector_duration_seconds{collector}; a collector that does not
 // apply to the host (no libdcgm, no smartctl, no nfsd) returns
 // ErrNotApplicable, which is logged at debug level and reported as
-// success 0, never as a crash.
+// success 0, never as a crash. A series that two collectors both produce
+// (nvme and smartctl reading the same drive) is served once, from the
+// collector listed first in enabled; smartctl also skips NVMe drives when
+// nvme is enabled.
+//
+// *Handler also implements prometheus.Collector (unchecked: Describe
+// sends nothing), so an agent can register it in its own registry next to
+// the Go and process collectors.
 //
 // Every collector is split into read…() functions that touch the host
 // (files under Options.ProcRoot, SysRoot and DevRoot, device ioctls, a
