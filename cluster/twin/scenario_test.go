@@ -1,0 +1,143 @@
+package twin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+func TestShippedScenarios(t *testing.T) {
+	want := []string{"baseline", "capacity-pressure", "checkpoint-storm", "failing-drive", "hot-shard", "mixed", "node-loss", "port-saturation"}
+	if got := strings.Join(ScenarioNames(), ","); got != strings.Join(want, ",") {
+		t.Fatalf("shipped scenarios %s; want %s", got, strings.Join(want, ","))
+	}
+	for _, n := range want {
+		sc, err := LoadScenario(n)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if sc.Name != n {
+			t.Errorf("scenario file %s.yaml is named %q", n, sc.Name)
+		}
+		tw, err := New(sc, 1, epoch)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		tw.Run(120)
+	}
+}
+
+func TestLoadScenarioByPath(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(p, []byte(ampleStorage), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := LoadScenario(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Name != "ample" || sc.Topology.DataServers[0].Drive.ReadMBps != 6900 {
+		t.Fatalf("loaded %q with drive read %v MB/s; want ample with the 6900 MB/s default", sc.Name, sc.Topology.DataServers[0].Drive.ReadMBps)
+	}
+	if _, err := LoadScenario("no-such-scenario"); err == nil || !strings.Contains(err.Error(), "baseline") {
+		t.Fatalf("unknown name: %v; want an error listing the shipped scenarios", err)
+	}
+	if _, err := LoadScenario(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}
+
+func TestScenarioErrorsNameFieldAndValue(t *testing.T) {
+	base := ampleStorage
+	cases := []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"unknown field", "pool: fast, nic_gbps: 400", "pool: fast, nic_gbps: 400, colour: red", []string{"colour"}},
+		{"zero count", "count: 8, drives: 8", "count: 0, drives: 8", []string{"topology.data_servers[0].count", "0"}},
+		{"bad pool", "{name: d, pool: fast", "{name: d, pool: slow", []string{"datasets[0].pool", "slow"}},
+		{"bad kind", "kind: training", "kind: juggling", []string{"workloads[0].kind", "juggling"}},
+		{"bad dataset", "dataset: d,", "dataset: e,", []string{"workloads[0].dataset", "e"}},
+		{"negative rate", "bytes_per_sample: 100000", "bytes_per_sample: -5", []string{"workloads[0].bytes_per_sample", "-5"}},
+		{"bad duration", "name: ample", "name: ample\ntick: soon", []string{"soon"}},
+		{"bad placement", "file_size_mb: 1000", "file_size_mb: 1000, layout: {placement: scatter}", []string{"datasets[0].layout.placement", "scatter"}},
+		{"no clients of group", "clients: gpu, dataset", "clients: cpu, dataset", []string{"workloads[0].clients", "cpu"}},
+	}
+	for _, c := range cases {
+		y := strings.Replace(base, c.from, c.to, 1)
+		if y == base {
+			t.Fatalf("%s: replacement %q not found", c.name, c.from)
+		}
+		_, err := ParseScenario(strings.NewReader(y), "case")
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not mention %q", c.name, err, w)
+			}
+		}
+	}
+	bad := strings.Replace(base, "workloads:", "faults:\n  - {kind: failing_drive, device: ds99/nvme0n1, start: 1m, end: 2m}\nworkloads:", 1)
+	sc, err := ParseScenario(strings.NewReader(bad), "case")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(sc, 1, epoch); err == nil || !strings.Contains(err.Error(), "ds99/nvme0n1") {
+		t.Fatalf("unknown fault device: %v; want an error naming it", err)
+	}
+}
+
+func TestApplyRejectsBadActions(t *testing.T) {
+	tw := build(t, hotDevice)
+	cases := []struct {
+		a    models.Action
+		want string
+	}{
+		{act(models.ActionMoveStripe, models.SubjectStripe, "d/shard-99999#0", nil), "no stripe"},
+		{act(models.ActionMoveStripe, models.SubjectDevice, "ds00/nvme0n1", nil), "subject of kind"},
+		{act(models.ActionMoveStripe, models.SubjectStripe, "d/shard-00000#0", map[string]string{"to": "ds00/nvme0n1"}), "already on"},
+		{act(models.ActionMoveStripe, models.SubjectStripe, "d/shard-00000#0", map[string]string{"to": "nowhere"}), "no device"},
+		{act(models.ActionSetReadAhead, models.SubjectClient, "gpu00", map[string]string{"read_ahead_kb": "lots"}), "read_ahead_kb"},
+		{act(models.ActionSetReadAhead, models.SubjectClient, "gpu99", map[string]string{"read_ahead_kb": "1024"}), "no client"},
+		{act(models.ActionThrottleMigration, models.SubjectCluster, "all", map[string]string{"mbps": "-1"}), "mbps"},
+		{act("reboot_everything", models.SubjectCluster, "all", nil), "unknown action kind"},
+	}
+	for _, c := range cases {
+		err := tw.Apply(c.a)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: error %v; want one mentioning %q", c.a.Kind, c.a.Subject, err, c.want)
+		}
+	}
+	dry := act(models.ActionEvacuateDevice, models.SubjectDevice, "ds00/nvme0n1", nil)
+	dry.DryRun = true
+	if err := tw.Apply(dry); err == nil {
+		t.Fatal("a dry-run action was applied")
+	}
+}
+
+func TestPromoteSpareReplacesDevice(t *testing.T) {
+	y := strings.Replace(hotDevice, "drives: 2, pool: fast", "drives: 2, spares: 1, pool: fast", 1)
+	tw := build(t, y)
+	tw.Run(30)
+	if err := tw.Apply(act(models.ActionPromoteSpare, models.SubjectDevice, "ds01/nvme0n1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3600 && len(tw.migQueue) > 0; i++ {
+		tw.Step()
+	}
+	old, sp := tw.findDevice("ds01/nvme0n1"), tw.findDevice("ds01/nvme2n1")
+	if !tw.dev[old].retired || tw.dev[old].used > 1 {
+		t.Fatalf("replaced device: retired %v, %.0f bytes left", tw.dev[old].retired, tw.dev[old].used)
+	}
+	if tw.dev[sp].spare || tw.dev[sp].used < 1e9 {
+		t.Fatalf("spare: still spare %v, holds %.0f bytes", tw.dev[sp].spare, tw.dev[sp].used)
+	}
+	if hs, _ := tw.Smart("ds01"); hs[2].DataUnitsWritten*512000 < tw.dev[sp].used*0.99 {
+		t.Fatalf("spare wrote %.0f bytes by SMART but holds %.0f", hs[2].DataUnitsWritten*512000, tw.dev[sp].used)
+	}
+}
