@@ -48,8 +48,15 @@ type Window struct {
 	ReadBytes, WriteBytes float64
 	ReadOps, WriteOps     float64
 	// Sequential is the share (0..1) of bytes whose request began where the
-	// stream's previous request ended; NaN when unknown.
+	// stream's previous request ended. Set it to NaN when unknown: its zero
+	// value means "entirely random".
 	Sequential float64
+	// ReadAmplification is bytes read from the servers ÷ bytes the
+	// application read (mountstats serverreadbytes ÷ normalreadbytes);
+	// 0 or NaN when unknown. Read-ahead wasted on random reads pushes it above 1;
+	// sequential streams stay near 1. It stands in for Sequential when that
+	// is unknown.
+	ReadAmplification float64
 	// Bandwidth holds the group's total bandwidth sampled across the window,
 	// for burstiness; fewer than 2 samples = unknown.
 	Bandwidth []float64
@@ -64,6 +71,7 @@ type Features struct {
 	MeanReadBytes   float64 // per read request
 	MeanWriteBytes  float64 // per write request
 	Sequential      float64 // NaN unknown
+	Amplification   float64 // server ÷ application read bytes; NaN unknown
 	Burstiness      float64 // coefficient of variation of the bandwidth; NaN unknown
 	Periodicity     float64
 	BytesPerSecond  float64
@@ -126,7 +134,7 @@ const kib = 1024
 
 // Extract computes the features of w.
 func Extract(w Window) Features {
-	f := Features{Sequential: w.Sequential, Periodicity: w.Periodicity, Burstiness: math.NaN()}
+	f := Features{Sequential: w.Sequential, Amplification: w.ReadAmplification, Periodicity: w.Periodicity, Burstiness: math.NaN()}
 	f.TotalBytes = w.ReadBytes + w.WriteBytes
 	f.WindowSeconds = w.End.Sub(w.Start).Seconds()
 	if f.WindowSeconds > 0 {
@@ -162,36 +170,44 @@ func Extract(w Window) Features {
 // memberships are the fuzzy truths of the feature statements the classes
 // are built from, by name so evidence can show them.
 func memberships(f Features) map[string]float64 {
-	m := map[string]float64{
-		"read_heavy":    ramp(f.ReadFraction, 0.6, 0.85),
-		"write_heavy":   ramp(1-f.ReadFraction, 0.6, 0.85),
-		"large_writes":  ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
-		"large_reads":   ramp(log2(f.MeanReadBytes), log2(256*kib), log2(1024*kib)),
-		"medium_reads":  ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)),
-		"small_reads":   1 - ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)),
-		"sequential":    ramp(f.Sequential, 0.6, 0.85),
-		"partly_seq":    ramp(f.Sequential, 0.1, 0.25) * (1 - ramp(f.Sequential, 0.75, 0.9)),
-		"random":        1 - ramp(f.Sequential, 0.2, 0.4),
-		"steady":        1 - ramp(f.Burstiness, 0.8, 1.5),
-		"bursty":        math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
-		"periodic":      ramp(f.Periodicity, 0.3, 0.6),
-		"unknown_burst": 0,
+	// Access pattern: the sequential share when known, else read
+	// amplification (random reads waste read-ahead), else unknown (0.5).
+	random, sequential := 0.5, 0.5
+	switch {
+	case !math.IsNaN(f.Sequential):
+		random = 1 - ramp(f.Sequential, 0.2, 0.5)
+		sequential = ramp(f.Sequential, 0.6, 0.85)
+	case f.Amplification > 0:
+		random = ramp(f.Amplification, 1.2, 1.8)
+		sequential = 1 - ramp(f.Amplification, 1.1, 1.5)
 	}
-	if math.IsNaN(f.Burstiness) {
-		m["unknown_burst"] = 1
+	veryLarge := ramp(log2(f.MeanReadBytes), log2(512*kib), log2(1024*kib))
+	return map[string]float64{
+		"read_heavy":   ramp(f.ReadFraction, 0.6, 0.85),
+		"write_heavy":  ramp(1-f.ReadFraction, 0.6, 0.85),
+		"large_writes": ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
+		"scan_reads":   veryLarge,
+		"shard_reads":  ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)) * (1 - veryLarge),
+		"sequential":   sequential,
+		"not_random":   1 - random,
+		"random":       random,
+		"steady":       1 - ramp(f.Burstiness, 0.8, 1.5),
+		"bursty":       math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
 	}
-	return m
 }
 
-// rules defines each class as the product of its statements.
+// rules defines each class as the product of its statements. Training
+// loaders read shards (sequential within a file, 64 KiB–512 KiB requests)
+// at the steady pace of the GPUs; scans stream large requests; inference
+// reads weights at random; checkpoints write large requests in bursts.
 var rules = []struct {
 	class Class
 	terms []string
 }{
 	{Checkpoint, []string{"write_heavy", "large_writes", "bursty"}},
-	{AnalyticsScan, []string{"read_heavy", "sequential", "large_reads"}},
-	{TrainingRead, []string{"read_heavy", "partly_seq", "medium_reads", "steady"}},
-	{Inference, []string{"read_heavy", "random", "small_reads"}},
+	{AnalyticsScan, []string{"read_heavy", "sequential", "scan_reads"}},
+	{TrainingRead, []string{"read_heavy", "not_random", "shard_reads", "steady"}},
+	{Inference, []string{"read_heavy", "random"}},
 }
 
 // Classify labels one window.
@@ -241,6 +257,7 @@ func (l Label) Evidence() []models.Evidence {
 	add("mean_read_bytes", f.MeanReadBytes, "B", "per request")
 	add("mean_write_bytes", f.MeanWriteBytes, "B", "per request")
 	add("sequential_fraction", f.Sequential, "ratio", "")
+	add("read_amplification", f.Amplification, "", "server ÷ application read bytes")
 	add("burstiness_cv", f.Burstiness, "", "coefficient of variation of bandwidth")
 	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
 	add("bytes_per_second", f.BytesPerSecond, "B/s", "")

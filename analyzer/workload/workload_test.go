@@ -167,3 +167,33 @@ func TestObserveRejectsBadWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestAmplificationStandsInForSequentiality: with no sequential share known
+// (mountstats gives none), read amplification and request sizes decide,
+// as they would for the cluster twin's clients: training loaders reading
+// 256 KiB through shards, inference reading 64 KiB at random behind 1 MiB or
+// 128 KiB read-ahead, a scan streaming 1 MiB requests.
+func TestAmplificationStandsInForSequentiality(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "j"}
+	cases := []struct {
+		name      string
+		rpc, amp  float64
+		bw        []float64
+		want      Class
+		writeFrac float64
+	}{
+		{"training 256K sequential", 256 * 1024, 1.0, []float64{10, 11, 10, 9}, TrainingRead, 0.01},
+		{"inference behind 1M read-ahead", mib, 16, []float64{10, 11, 10, 9}, Inference, 0},
+		{"inference behind 128K read-ahead", 128 * 1024, 2, []float64{10, 11, 10, 9}, Inference, 0},
+		{"scan 1M sequential", mib, 1.02, []float64{10, 11, 10, 9}, AnalyticsScan, 0.01},
+	}
+	for _, c := range cases {
+		w := Window{Subject: s, Start: t0, End: t0.Add(time.Minute),
+			ReadBytes: 6e10 * (1 - c.writeFrac), WriteBytes: 6e10 * c.writeFrac,
+			ReadOps: 6e10 * (1 - c.writeFrac) / c.rpc, WriteOps: 100,
+			Sequential: math.NaN(), ReadAmplification: c.amp, Bandwidth: c.bw}
+		if l := Classify(w, Options{}); l.Class != c.want {
+			t.Errorf("%s: got %s (scores %v); want %s", c.name, l.Class, l.Scores, c.want)
+		}
+	}
+}
