@@ -155,6 +155,7 @@ type blame struct {
 	stamp   time.Time       // tick of gpus and nodes
 	gpus    map[string]bool // starved at the last tick blamed
 	nodes   map[string]bool
+	within  []models.Subject // the blamed subject's ancestors, nearest first
 }
 
 // Analyzer carries GPU levels, learned latencies and open episodes between
@@ -345,6 +346,21 @@ type culprit struct {
 	subject models.Subject
 	reason  string
 	weight  float64
+	within  []models.Subject
+}
+
+// ancestors lists s's parents, nearest first.
+func (t *topo) ancestors(s models.Subject) []models.Subject {
+	var out []models.Subject
+	for range maxDepth {
+		h := t.health[s]
+		if h == nil || h.Parent.ID == "" {
+			break
+		}
+		s = h.Parent
+		out = append(out, s)
+	}
+	return out
 }
 
 // nodeCulprits walks the node's path from its roots.
@@ -373,7 +389,7 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 	total := 0.0
 	for s, why := range blamed {
 		w := t.share(s, shares)
-		out = append(out, culprit{subject: s, reason: why, weight: w})
+		out = append(out, culprit{subject: s, reason: why, weight: w, within: t.ancestors(s)})
 		total += w
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].subject.String() < out[j].subject.String() })
@@ -479,6 +495,7 @@ func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost float64) {
 		b.stamp, b.gpus, b.nodes = now, map[string]bool{}, map[string]bool{}
 	}
 	b.cause = c.reason
+	b.within = c.within
 	b.seconds += lost
 	b.gpus[g.ID] = true
 	b.nodes[g.Node] = true
@@ -490,7 +507,7 @@ func (a *Analyzer) finding(e *episode.Episode, b *blame) models.Finding {
 		sev = models.SeverityCritical
 	}
 	hours := b.seconds / 3600
-	return models.Finding{
+	f := models.Finding{
 		ID:       fmt.Sprintf("%s:%s:%d", Kind, b.subject, e.Onset.UnixMilli()),
 		Kind:     Kind,
 		Subject:  b.subject,
@@ -508,6 +525,11 @@ func (a *Analyzer) finding(e *episode.Episode, b *blame) models.Finding {
 			{Name: "cause", Value: 1, Note: b.cause},
 		},
 	}
+	// Ancestors, so a stripe's finding can also be matched to its device.
+	for i, p := range b.within {
+		f.Evidence = append(f.Evidence, models.Evidence{Name: "within", Value: float64(i + 1), Series: p.String(), Note: "ancestor " + fmt.Sprint(i+1) + " in the storage topology"})
+	}
+	return f
 }
 
 // Findings returns the open gpu_starvation findings and those closed since
