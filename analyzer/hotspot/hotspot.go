@@ -501,25 +501,36 @@ func (d *Detector) contributors(s models.Subject) []models.Evidence {
 	if total <= 0 {
 		return nil
 	}
-	var out []models.Evidence
 	if !d.topValid {
 		d.top = d.sketch.Top(d.top[:0], -1)
 		d.topValid = true
 	}
+	// Shares use the guaranteed part of each count (Count − Err): under
+	// heavy churn a newcomer's count is mostly inherited error.
+	type named struct {
+		stripe string
+		share  float64
+	}
+	var picks []named
 	for _, e := range d.top {
 		lb, ok := d.labels[e.Key]
 		if !ok || !match(lb) {
 			continue
 		}
-		share := e.Count / total
-		if share < d.opts.MinStripeShare {
-			break // sorted by count: the rest are smaller
+		if share := (e.Count - e.Err) / total; share >= d.opts.MinStripeShare {
+			picks = append(picks, named{lb.stripe, math.Min(share, 1)})
 		}
-		out = append(out, models.Evidence{Name: "stripe_share", Value: math.Min(share, 1), Unit: "ratio",
-			Series: lb.stripe, Note: fmt.Sprintf("stripe %s carries %.0f%% of the %s's recent bytes", lb.stripe, 100*math.Min(share, 1), s.Kind)})
-		if len(out) == d.opts.NamedStripes {
-			break
+	}
+	sort.Slice(picks, func(i, j int) bool {
+		if picks[i].share != picks[j].share {
+			return picks[i].share > picks[j].share
 		}
+		return picks[i].stripe < picks[j].stripe
+	})
+	var out []models.Evidence
+	for _, p := range picks[:min(len(picks), d.opts.NamedStripes)] {
+		out = append(out, models.Evidence{Name: "stripe_share", Value: round(p.share), Unit: "ratio", Series: p.stripe,
+			Note: fmt.Sprintf("stripe %s carries at least %.0f%% of the %s's recent bytes", p.stripe, 100*p.share, s.Kind)})
 	}
 	return out
 }
