@@ -50,7 +50,14 @@ type flow struct {
 	req     float64
 	amp     float64
 	slowDev int32 // the device that sets the stream's latency
+	slowNet int32 // the network resource whose queue dominates it, -1 none
+	errSubj int32 // subject index an error is blamed on
 }
+
+// nfsTimeout is how long a request to a lost data server hangs before the
+// client gives up with EIO: the flex-files layout driver's default
+// dataserver_timeo of 600 tenths of a second.
+const nfsTimeout = 60.0
 
 func (t *Twin) devAvailable(d int32) bool {
 	dv := &t.dev[d]
@@ -118,7 +125,7 @@ func (t *Twin) Step() {
 	t.flows = t.flows[:0]
 	for si := range t.streams {
 		st := &t.streams[si]
-		st.got, st.lossAmt, st.lossCause, st.lossSubj, st.errored = 0, 0, -1, -1, false
+		st.got, st.lossAmt, st.lossCause, st.lossSubj, st.errored, st.errDown = 0, 0, -1, -1, false, false
 		if st.active && st.want > 0 && st.file >= 0 {
 			t.addStreamFlows(int32(si))
 		}
@@ -169,22 +176,37 @@ func (t *Twin) addStreamFlows(si int32) {
 	}
 	req = max(req, 4096)
 	invReq := 1 / req
-	worst, slow := 0.0, int32(-1)
+	rtt := t.sc.Topology.NetRTTMicros * 1e-6
+	ch := len(t.ds) + int(st.client)
+	worst, slow, slowNet := 0.0, int32(-1), int32(-1)
+	downDS := int32(-1)
 	for s := fl.first; s < fl.first+fl.n; s++ {
 		d := t.stripes[s].dev
 		c := &t.dtk[d]
 		if !c.avail {
+			if t.ds[t.dev[d].ds].down {
+				downDS = t.dev[d].ds
+			}
 			continue
 		}
 		l := c.rBase + req*c.rPer
 		if write {
 			l = c.wBase + req*c.wPer
 		}
-		if l > worst {
-			worst, slow = l, d
+		dh := int(t.dev[d].ds)
+		q, qr := t.hostQ[dh], t.hostQRes[dh]
+		if t.hostQ[ch] > q {
+			q, qr = t.hostQ[ch], t.hostQRes[ch]
+		}
+		if l+rtt*q > worst {
+			worst, slow = l+rtt*q, d
+			slowNet = -1
+			if rtt*q > l {
+				slowNet = qr
+			}
 		}
 	}
-	lat := worst + t.sc.Topology.NetRTTMicros*1e-6 + req/c.nicBW
+	lat := worst + req/c.nicBW
 	wantWire := st.want * amp
 	if math.IsInf(wantWire, 1) {
 		wantWire = 1e30
@@ -198,16 +220,18 @@ func (t *Twin) addStreamFlows(si int32) {
 		t.flows = append(t.flows, flow{})
 		f := &t.flows[len(t.flows)-1]
 		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
-		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev = perWant, perDemand, -1, req, amp, slow
+		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, slow, slowNet
 		f.rec = t.record(st.client, s)
 		dv := &t.dev[d]
 		c := &t.dtk[d]
+		// a request to a lost data server hangs, and holds up the whole
+		// sequential stream behind it
+		if downDS >= 0 {
+			f.err, f.errSubj, f.demand = causeNodeDown, int32(t.dsBase+slotsPerHost*int(downDS)), 0
+			continue
+		}
 		if !c.avail || (write && dv.used >= dv.capBytes) {
-			f.err = causeIOError
-			if t.ds[dv.ds].down {
-				f.err = causeNodeDown
-			}
-			f.demand = 0
+			f.err, f.errSubj, f.demand = causeIOError, d, 0
 			continue
 		}
 		db := t.dsBase + slotsPerHost*int(dv.ds)
@@ -289,6 +313,33 @@ func (t *Twin) updateDevices() {
 		dv.qmul = 0.5*dv.qmul + 0.5*target
 		dv.utilEWMA += (rho - dv.utilEWMA) * min(1, t.dt/60)
 	}
+	// network resources queue the same way; each host keeps the worst of
+	// its NIC and port directions, which multiplies the round trip of
+	// every request through it
+	for r := t.dsBase; r < len(t.resCap); r++ {
+		c := t.resCap[r]
+		target := 1.0
+		if c > 0 {
+			target = 1 / (1 - min(t.resUsed[r]/c, 0.95))
+			if over := t.resLoad[r] / c; over > 1 {
+				target *= over
+			}
+		}
+		t.rq[r] = 0.5*t.rq[r] + 0.5*target
+	}
+	for h := range t.hostQ {
+		b := t.dsBase + slotsPerHost*h
+		if h >= len(t.ds) {
+			b = t.cliBase + slotsPerHost*(h-len(t.ds))
+		}
+		q, qr := t.rq[b], int32(b)
+		for k := 1; k < slotsPerHost; k++ {
+			if t.rq[b+k] > q {
+				q, qr = t.rq[b+k], int32(b+k)
+			}
+		}
+		t.hostQ[h], t.hostQRes[h] = q, qr
+	}
 }
 
 // settleFlows books every flow's bytes on streams, counters and records.
@@ -315,8 +366,14 @@ func (t *Twin) settleFlows(now float64) {
 		}
 		st := &t.streams[f.owner]
 		if f.err >= 0 {
-			t.noteLoss(st, f.want/f.amp, int8(f.err), t.errSubject(f))
+			t.noteLoss(st, f.want/f.amp, int8(f.err), f.errSubj)
 			st.errored = true
+			if f.err == causeNodeDown {
+				st.errDown = true
+				if float64(st.errTicks+1)*t.dt < nfsTimeout {
+					continue // still hanging, not failed yet
+				}
+			}
 			t.ioErrors++
 			t.cli[st.client].errors++
 			if f.rec >= 0 {
@@ -338,7 +395,9 @@ func (t *Twin) settleFlows(now float64) {
 		good := f.served / f.amp
 		st.got += good
 		if capLoss := f.want - f.demand; capLoss > 1e-9*f.want {
-			if f.slowDev >= 0 && t.dev[f.slowDev].qmul*t.dev[f.slowDev].outlier >= 2 {
+			if f.slowNet >= 0 {
+				t.noteLoss(st, capLoss/f.amp, t.causeOfRes(f.slowNet), f.slowNet)
+			} else if f.slowDev >= 0 && t.dev[f.slowDev].qmul*t.dev[f.slowDev].outlier >= 2 {
 				t.noteLoss(st, capLoss/f.amp, causeDevice, f.slowDev)
 			} else if !f.write {
 				t.noteLoss(st, capLoss/f.amp, causeReadAhead, int32(t.cliBase+slotsPerHost*int(st.client)+slotNICRx))
@@ -354,7 +413,7 @@ func (t *Twin) settleFlows(now float64) {
 		lat := t.devLatency(f.dev, f.req, f.write)
 		t.bookDevice(f.dev, f.served, f.req, f.write)
 		c := &t.cli[st.client]
-		ms := ops * (lat*1e3 + rtt)
+		ms := ops * (lat*1e3 + rtt*max(t.hostQ[t.dev[f.dev].ds], t.hostQ[len(t.ds)+int(st.client)]))
 		dv := &t.dev[f.dev]
 		sp := &t.stripes[f.stripe]
 		if f.write {
@@ -394,10 +453,19 @@ func (t *Twin) settleFlows(now float64) {
 	// data loader skips an unreadable shard
 	for si := range t.streams {
 		st := &t.streams[si]
-		if st.errored && st.kind == streamSeqRead {
+		if !st.errored {
+			st.errTicks = 0
+			continue
+		}
+		st.errTicks++
+		if st.errDown && float64(st.errTicks)*t.dt < nfsTimeout {
+			continue
+		}
+		st.errTicks = 0
+		if st.kind == streamSeqRead {
 			st.pos = t.files[st.file].size
 		}
-		if st.errored && st.kind == streamWrite {
+		if st.kind == streamWrite {
 			j := &t.jobs[st.job]
 			if j.ckOn && j.ckFailed == "" {
 				j.ckFailed = "io_error"
@@ -419,13 +487,6 @@ func (t *Twin) settleFlows(now float64) {
 		t.cli[i].txBytes += t.resUsed[b+slotNICTx]
 		t.cli[i].rxBytes += t.resUsed[b+slotNICRx]
 	}
-}
-
-func (t *Twin) errSubject(f *flow) int32 {
-	if f.err == causeNodeDown {
-		return int32(t.dsBase + slotsPerHost*int(t.dev[f.dev].ds))
-	}
-	return f.dev
 }
 
 // bookDevice adds served bytes in requests of req bytes to device d's

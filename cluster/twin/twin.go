@@ -61,6 +61,11 @@ type Twin struct {
 
 	flows []flow
 	dtk   []devTick
+	// network queueing: multiplier per resource, and per host (DS first,
+	// then clients) the worst of its four and which one it is
+	rq       []float64
+	hostQ    []float64
+	hostQRes []int32
 
 	// layout statistics records, one per (client, stripe) touched
 	recs   [][]layoutRec // chunks of recChunk
@@ -334,6 +339,15 @@ func (t *Twin) build() error {
 	t.resLoad = make([]float64, nRes)
 	t.resUsed = make([]float64, nRes)
 	t.resScale = make([]float64, nRes)
+	t.rq = make([]float64, nRes)
+	for i := range t.rq {
+		t.rq[i] = 1
+	}
+	t.hostQ = make([]float64, len(t.ds)+len(t.cli))
+	t.hostQRes = make([]int32, len(t.ds)+len(t.cli))
+	for i := range t.hostQ {
+		t.hostQ[i] = 1
+	}
 	for i := range t.ds {
 		g := sc.Topology.DataServers[t.ds[i].group]
 		b := t.dsBase + slotsPerHost*i

@@ -31,6 +31,8 @@ type stream struct {
 	lossCause int8
 	lossSubj  int32
 	errored   bool
+	errDown   bool  // the error is a hang on a lost data server
+	errTicks  int32 // consecutive ticks with errors
 }
 
 // job is the runtime state of one workload.
