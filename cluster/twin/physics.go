@@ -552,6 +552,17 @@ func (t *Twin) endTick(now float64) {
 		// mean queue length of an M/M/1 queue: ρ/(1−ρ) = ρ × multiplier
 		dv.inflight = min(1, dv.util) * dv.qmul
 		t.tickSmart(int32(d))
+		// a device at 98 % of its capacity is full for the truth; it stops
+		// being full below 95 %
+		if f := dv.used / dv.capBytes; f >= 0.98 && dv.fullRec < 0 && !dv.spare {
+			dv.fullRec = t.openTruth("device_full", t.deviceSubject(int32(d)), now, map[string]any{"pool": t.pools[dv.pool].name, "capacity_bytes": dv.capBytes})
+		} else if f < 0.95 && dv.fullRec >= 0 {
+			t.closeTruth(dv.fullRec, now)
+			dv.fullRec = -1
+		}
+	}
+	for r := t.dsBase; r < len(t.resUsed); r++ {
+		t.resTotal[r] += t.resUsed[r]
 	}
 	end := now + t.dt
 	if m := int64(end) / 60; m != t.minuteOf {

@@ -92,6 +92,31 @@ func TestScenarioErrorsNameFieldAndValue(t *testing.T) {
 	}
 }
 
+func TestCapacityPressureFillsAndFailsCheckpoints(t *testing.T) {
+	tw, err := New(mustLoad(t, "capacity-pressure"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(100 * 60)
+	kinds := map[string]int{}
+	failed := 0
+	for _, r := range tw.Truth() {
+		kinds[r.Kind]++
+		if r.Kind == "checkpoint_burst" && r.Params["failed"] == "enospc" {
+			failed++
+		}
+	}
+	if kinds["device_full"] == 0 || failed == 0 {
+		t.Fatalf("truth %v with %d ENOSPC checkpoints; want full devices and failed checkpoints", kinds, failed)
+	}
+	tw.Run(15 * 60)
+	for _, r := range tw.Truth() {
+		if r.Kind == "device_full" && r.End.IsZero() {
+			t.Fatalf("device %s still full after the other tenant deleted its data", r.Subject.ID)
+		}
+	}
+}
+
 func TestApplyRejectsBadActions(t *testing.T) {
 	tw := build(t, hotDevice)
 	cases := []struct {

@@ -301,6 +301,16 @@ func TestTruthRecords(t *testing.T) {
 			t.Errorf("no %s truth record in mixed; have %v", k, kinds)
 		}
 	}
+	var sat PortStat
+	for _, p := range tw.Ports() {
+		if p.Name == "sw/ds11" {
+			sat = p
+		}
+	}
+	// 150 Gbit/s of cross traffic for 20 minutes on a 100 Gbit/s port
+	if sat.OutBytes < 0.9*12.5e9*1200 {
+		t.Errorf("port sw/ds11 carried %.3g bytes towards the host; want the saturation to show", sat.OutBytes)
+	}
 	var b bytes.Buffer
 	if err := tw.WriteTruth(&b); err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ type Twin struct {
 
 	// resources: devices first, then 4 per DS, then 4 per client.
 	resCap, resLoad, resUsed, resScale []float64
+	resTotal                           []float64 // bytes carried since start (network resources)
 	dsBase, cliBase                    int
 
 	flows []flow
@@ -110,6 +111,7 @@ type device struct {
 	draining    bool
 	// retireWhenEmpty marks a device a promoted spare replaces
 	retireWhenEmpty bool
+	fullRec         int // open device_full truth record, -1 none
 	capBytes        float64
 	used            float64
 	readBW          float64
@@ -297,6 +299,7 @@ func (t *Twin) build() error {
 					readLat:   dr.ReadLatencyUS * 1e-6,
 					writeLat:  dr.WriteLatencyUS * 1e-6,
 					health:    1,
+					fullRec:   -1,
 					qmul:      1,
 					outlier:   1,
 					endurance: dr.EndurancePBW * 1e15,
@@ -339,6 +342,7 @@ func (t *Twin) build() error {
 	t.resLoad = make([]float64, nRes)
 	t.resUsed = make([]float64, nRes)
 	t.resScale = make([]float64, nRes)
+	t.resTotal = make([]float64, nRes)
 	t.rq = make([]float64, nRes)
 	for i := range t.rq {
 		t.rq[i] = 1
