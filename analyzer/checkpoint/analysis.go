@@ -30,7 +30,10 @@ import (
 	"github.com/ballast-io/ballast/analyzer/internal/robust"
 )
 
-// Point is one write-bandwidth sample of a group.
+// Point is one write-bandwidth sample of a group: BytesPerSec is the mean
+// rate over the sampling interval that ends at T (a counter difference over
+// the interval, as a monitoring system computes it), so a burst found in the
+// sample at T began up to one interval before T.
 type Point struct {
 	T           time.Time
 	BytesPerSec float64
@@ -134,10 +137,13 @@ func resample(pts []Point) grid {
 	}
 	step := time.Duration(robust.Median(gaps))
 	n := int(pts[len(pts)-1].T.Sub(pts[0].T)/step) + 1
-	g := grid{t0: pts[0].T, step: step, v: make([]float64, n)}
+	// Cell i covers the sampling interval that ends at the i-th step after
+	// the first sample: [t0 + i·step, t0 + (i+1)·step) with t0 one step
+	// before the first sample.
+	g := grid{t0: pts[0].T.Add(-step), step: step, v: make([]float64, n)}
 	cnt := make([]int, n)
 	for _, p := range pts {
-		i := int((p.T.Sub(g.t0) + step/2) / step)
+		i := int((p.T.Sub(pts[0].T) + step/2) / step)
 		if i >= n {
 			i = n - 1
 		}
@@ -286,8 +292,8 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 	// the periodicity of the bursts themselves.
 	x := make([]float64, len(g.v))
 	for _, b := range bursts {
-		i0 := int(b.Start.Sub(g.t0) / g.step)
-		i1 := int(b.End.Sub(g.t0) / g.step)
+		i0 := int((b.Start.Sub(g.t0) + g.step/2) / g.step)
+		i1 := int((b.End.Sub(g.t0) + g.step/2) / g.step)
 		for i := max(i0, 0); i < min(i1, len(x)); i++ {
 			x[i] = 1
 		}

@@ -85,7 +85,8 @@ func bandwidthSeries(phases [][]iorOp, step float64, origin time.Time) []Point {
 	}
 	pts := make([]Point, n)
 	for i, b := range bins {
-		pts[i] = Point{T: origin.Add(time.Duration(float64(i) * step * float64(time.Second))), BytesPerSec: b / step}
+		// Each point is the rate of the bin that ends at its time.
+		pts[i] = Point{T: origin.Add(time.Duration(float64(i+1) * step * float64(time.Second))), BytesPerSec: b / step}
 	}
 	return pts
 }
