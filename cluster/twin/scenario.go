@@ -301,13 +301,13 @@ func (sc *Scenario) applyDefaults() {
 		d := &g.Drive
 		defS(&d.Model, "simulated-gen4-nvme")
 		defF(&d.CapacityGB, 7680)
-		defF(&d.ReadMBps, 6900)
-		defF(&d.WriteMBps, 4100)
-		defF(&d.ReadIOPS, 1_100_000)
-		defF(&d.WriteIOPS, 180_000)
+		defF(&d.ReadMBps, 6500)
+		defF(&d.WriteMBps, 3500)
+		defF(&d.ReadIOPS, 900_000)
+		defF(&d.WriteIOPS, 200_000)
 		defF(&d.ReadLatencyUS, 80)
 		defF(&d.WriteLatencyUS, 20)
-		defF(&d.EndurancePBW, 14)
+		defF(&d.EndurancePBW, 18.2)
 		defF(&d.AgeHours, 8760)
 	}
 	for i := range sc.Topology.Clients {

@@ -39,8 +39,8 @@ func TestLoadScenarioByPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Name != "ample" || sc.Topology.DataServers[0].Drive.ReadMBps != 6900 {
-		t.Fatalf("loaded %q with drive read %v MB/s; want ample with the 6900 MB/s default", sc.Name, sc.Topology.DataServers[0].Drive.ReadMBps)
+	if sc.Name != "ample" || sc.Topology.DataServers[0].Drive.ReadMBps != 6500 {
+		t.Fatalf("loaded %q with drive read %v MB/s; want ample with the 6500 MB/s default", sc.Name, sc.Topology.DataServers[0].Drive.ReadMBps)
 	}
 	if _, err := LoadScenario("no-such-scenario"); err == nil || !strings.Contains(err.Error(), "baseline") {
 		t.Fatalf("unknown name: %v; want an error listing the shipped scenarios", err)
