@@ -52,6 +52,9 @@ type MDSExtensions struct {
 	// ManualTicks leaves the pipeline to the caller (simulated clocks):
 	// Start does not run it on the real clock.
 	ManualTicks bool
+	// Jitter overrides the pipeline's source jitter (negative: none), for
+	// callers that tick exactly on the sources' interval.
+	Jitter float64
 }
 
 // NewMDS returns an mds for cfg (validated by the caller); it starts nothing.
@@ -167,6 +170,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		Stages:    stages,
 		Actuators: acts,
 		Tick:      time.Duration(c.Pipeline.Tick),
+		Jitter:    m.Extra.Jitter,
 		Tracer:    tracer,
 		Metrics:   m.set,
 		Logger:    m.logger,

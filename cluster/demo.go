@@ -1,0 +1,432 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/collector/layoutstats"
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
+	"github.com/ballast-io/ballast/storage/ingest"
+)
+
+// DemoOptions configure a run of the mds pipeline on the cluster twin.
+type DemoOptions struct {
+	Scenario *twin.Scenario
+	Seed     uint64
+	// Duration of simulated time; default the scenario's.
+	Duration time.Duration
+	// Start of simulated time; default now − Duration, so that the run ends
+	// at the wall clock and its data sits where Grafana looks by default.
+	Start time.Time
+	// OutDir receives summary.json, truth.jsonl, findings.jsonl,
+	// actions.jsonl; the store goes to OutDir/data (wiped first).
+	OutDir string
+	// Export also writes every stored sample to OutDir/telemetry.jsonl,
+	// sorted, so that two runs can be compared byte for byte.
+	Export bool
+	// Listen is the query API address; empty means 127.0.0.1:9750.
+	Listen string
+	// ScrapeInterval is the simulated scrape and analysis cadence; default 10s.
+	ScrapeInterval time.Duration
+	// Analysis builds the stages and actuators; nil runs none.
+	Analysis func(env *AnalysisEnv) ([]Stage, []Actuator, error)
+	// Progress is called about every ProgressEvery of wall time.
+	Progress      func(DemoProgress)
+	ProgressEvery time.Duration
+	Logger        *slog.Logger
+	Version       string
+}
+
+// AnalysisEnv is what analysis stages and actuators may use: the store and
+// the stripe deltas (what a real mds sees), and the cluster to act on
+// through the actions a real MDS accepts. Never the twin's ground truth.
+type AnalysisEnv struct {
+	Store   *storage.Embedded
+	Stripes *StripeHub
+	// Act applies an action to the cluster (here the twin).
+	Act func(models.Action) error
+}
+
+// DemoProgress is one progress report.
+type DemoProgress struct {
+	SimElapsed, SimTotal time.Duration
+	Wall                 time.Duration
+	GPUUtil              float64 // simulated ground truth so far
+	Findings, Actions    int
+}
+
+// DemoSummary is summary.json.
+type DemoSummary struct {
+	Scenario              string             `json:"scenario"`
+	Seed                  uint64             `json:"seed"`
+	SimSeconds            float64            `json:"sim_seconds"`
+	WallSeconds           float64            `json:"wall_seconds"`
+	SpeedUp               float64            `json:"speed_up"`
+	GPUUtilMean           float64            `json:"gpu_util_mean"`
+	GPUIdleSecondsByCause map[string]float64 `json:"gpu_idle_seconds_by_cause"`
+	Findings              int                `json:"findings"`
+	FindingsByKind        map[string]int     `json:"findings_by_kind"`
+	Actions               int                `json:"actions"`
+	SamplesStored         uint64             `json:"samples_stored"`
+	Simulated             bool               `json:"simulated"`
+	Start                 time.Time          `json:"sim_start"`
+	End                   time.Time          `json:"sim_end"`
+}
+
+// Demo is a running demo; its MDS keeps serving after Run until Stop.
+type Demo struct {
+	opts  DemoOptions
+	tw    *twin.Twin
+	mds   *MDS
+	svc   *layoutstats.Service
+	hub   *StripeHub
+	buf   bytes.Buffer
+	batch ingest.Batch
+
+	twMu     sync.Mutex // serialises access to tw from concurrent sources
+	mu       sync.Mutex
+	findings map[string]models.Finding
+	actions  []models.Action
+}
+
+// NewDemo builds the twin and an mds on OutDir/data; it starts nothing.
+func NewDemo(opts DemoOptions) (*Demo, error) {
+	if opts.Scenario == nil {
+		return nil, errors.New("demo needs a scenario")
+	}
+	if opts.Duration <= 0 {
+		opts.Duration = opts.Scenario.Duration
+	}
+	if opts.ScrapeInterval <= 0 {
+		opts.ScrapeInterval = 10 * time.Second
+	}
+	if opts.Start.IsZero() {
+		opts.Start = time.Now().Add(-opts.Duration).Truncate(time.Minute)
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:9750"
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = 500 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	tw, err := twin.New(opts.Scenario, opts.Seed, opts.Start)
+	if err != nil {
+		return nil, err
+	}
+	dataDir := filepath.Join(opts.OutDir, "data")
+	if err := os.RemoveAll(dataDir); err != nil {
+		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", dataDir, err)
+	}
+	cfg := DefaultMDSConfig()
+	cfg.Listen = opts.Listen
+	cfg.DataDir = dataDir
+	cfg.LogLevel = "warn"
+	// A year keeps any simulated start in range; queries on simulated
+	// history need no result cache.
+	cfg.Storage.Retention = Duration(365 * 24 * time.Hour)
+	cfg.Storage.QueryCache = false
+	d := &Demo{opts: opts, tw: tw, findings: map[string]models.Finding{}}
+	d.mds = NewMDS(cfg, opts.Version, opts.Logger)
+	d.mds.Extra.ManualTicks = true
+	d.mds.Extra.Jitter = -1 // the demo ticks exactly on the scrape interval
+	d.hub = NewStripeHub(d.mds.Metrics())
+	d.mds.StripeHub = d.hub
+	return d, nil
+}
+
+// Twin returns the simulated cluster (for the caller's summary only).
+func (d *Demo) Twin() *twin.Twin { return d.tw }
+
+// MDS returns the mds the demo runs.
+func (d *Demo) MDS() *MDS { return d.mds }
+
+// Run starts the mds, drives the twin and the pipeline to the end of the
+// simulated duration, and writes the output files. It returns early with
+// ctx's error if ctx ends, still writing what it has.
+func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
+	o := &d.opts
+	env := &AnalysisEnv{Stripes: d.hub, Act: d.act}
+	d.mds.Extra.Stages = func(st *storage.Embedded) []Stage { return nil }
+	var stages []Stage
+	var acts []Actuator
+	d.mds.Extra.Sources = d.sources()
+	d.mds.Extra.Stages = func(st *storage.Embedded) []Stage {
+		env.Store = st
+		if o.Analysis != nil {
+			var err error
+			stages, acts, err = o.Analysis(env)
+			if err != nil {
+				o.Logger.Error("cannot build analysis", "err", err)
+			}
+		}
+		return stages
+	}
+	d.mds.Extra.Actuators = func(*storage.Embedded) []Actuator { return acts }
+	if err := d.mds.Start(ctx); err != nil {
+		return nil, err
+	}
+	in, err := layoutstats.NewIngester(layoutstats.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d.svc = layoutstats.NewService(in, d.mds.Store(), d.hub)
+	d.mds.pipeline.opts.OnFindings = d.recordFindings
+
+	wallStart := time.Now()
+	lastProgress := wallStart
+	end := o.Start.Add(o.Duration)
+	nextScrape := o.Start.Add(o.ScrapeInterval)
+	var runErr error
+	for d.tw.Now().Before(end) {
+		if err := ctx.Err(); err != nil {
+			runErr = err
+			break
+		}
+		d.tw.Step()
+		now := d.tw.Now()
+		if now.Before(nextScrape) {
+			continue
+		}
+		nextScrape = nextScrape.Add(o.ScrapeInterval)
+		if err := d.ingestLayoutStats(ctx, now); err != nil {
+			o.Logger.Warn("layoutstats ingest failed", "err", err)
+		}
+		d.mds.Store().Flush() // analyzers read what was just written
+		d.mds.pipeline.Tick(ctx, now)
+		if o.Progress != nil && time.Since(lastProgress) >= o.ProgressEvery {
+			lastProgress = time.Now()
+			o.Progress(d.progress(wallStart))
+		}
+	}
+	if o.Progress != nil {
+		o.Progress(d.progress(wallStart))
+	}
+	sum := d.summary(wallStart)
+	if err := d.writeOutputs(sum); err != nil {
+		return sum, err
+	}
+	if o.Export {
+		if err := d.export(); err != nil {
+			return sum, err
+		}
+	}
+	return sum, runErr
+}
+
+// Stop stops the mds (and its query API). Idempotent.
+func (d *Demo) Stop(ctx context.Context) error { return d.mds.Stop(ctx) }
+
+func (d *Demo) act(a models.Action) error {
+	d.twMu.Lock()
+	err := d.tw.Apply(a)
+	d.twMu.Unlock()
+	d.mu.Lock()
+	d.actions = append(d.actions, a)
+	d.mu.Unlock()
+	return err
+}
+
+func (d *Demo) recordFindings(_ time.Time, fs []models.Finding) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range fs {
+		d.findings[f.ID] = f
+	}
+}
+
+// twinScrape is one simulated agent: it renders the node's exposition,
+// parses it with the same parser as /api/v1/import/prometheus, adds the
+// target labels a scrape would, and writes the batch to the store.
+type twinScrape struct {
+	d    *Demo
+	node twin.Node
+	buf  bytes.Buffer
+	b    ingest.Batch
+}
+
+func (s *twinScrape) Name() string { return "twin/" + s.node.Name }
+
+func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample, error) {
+	s.buf.Reset()
+	s.b.Reset()
+	// The twin is single-threaded: render under its lock, then parse and
+	// write in parallel with the other nodes.
+	s.d.twMu.Lock()
+	err := s.d.tw.RenderNode(s.node.Name, &s.buf)
+	s.d.twMu.Unlock()
+	if err != nil {
+		if errors.Is(err, twin.ErrNodeDown) {
+			return nil, nil // a scrape of a dead node fails; up=0 below
+		}
+		return nil, err
+	}
+	port := "9751"
+	if s.node.Role == twin.RoleClient {
+		port = "9752"
+	}
+	st := s.d.mds.Store()
+	lim := st.Limits(now)
+	lim.DefaultTimestamp = now.UnixMilli()
+	lim.ExtraLabels = []models.Label{
+		{Name: "job", Value: "ballast-agents"},
+		{Name: "instance", Value: s.node.Name + ":" + port},
+		{Name: "node", Value: s.node.Name},
+		{Name: "role", Value: s.node.Role},
+	}
+	if err := ingest.ParseText(s.buf.String(), &lim, &s.b); err != nil {
+		return nil, fmt.Errorf("cannot parse exposition of %s: %w", s.node.Name, err)
+	}
+	return nil, st.WriteBatch(&s.b)
+}
+
+func (d *Demo) sources() []SourceSpec {
+	var out []SourceSpec
+	for _, n := range d.tw.Nodes() {
+		out = append(out, SourceSpec{Source: &twinScrape{d: d, node: n}, Interval: d.opts.ScrapeInterval})
+	}
+	return out
+}
+
+func (d *Demo) ingestLayoutStats(ctx context.Context, now time.Time) error {
+	var errs []error
+	for _, b := range d.tw.LayoutStats() {
+		if _, err := d.svc.Accept(ctx, now, &b); err != nil {
+			errs = append(errs, fmt.Errorf("client %s: %w", b.ClientID, err))
+		}
+	}
+	if err := d.svc.Tick(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Demo) progress(wallStart time.Time) DemoProgress {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return DemoProgress{
+		SimElapsed: d.tw.Now().Sub(d.opts.Start),
+		SimTotal:   d.opts.Duration,
+		Wall:       time.Since(wallStart),
+		GPUUtil:    d.tw.GPUStats().UtilMean,
+		Findings:   len(d.findings),
+		Actions:    len(d.actions),
+	}
+}
+
+func (d *Demo) summary(wallStart time.Time) *DemoSummary {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.tw.GPUStats()
+	sim := d.tw.Now().Sub(d.opts.Start).Seconds()
+	wall := time.Since(wallStart).Seconds()
+	s := &DemoSummary{
+		Scenario:              d.opts.Scenario.Name,
+		Seed:                  d.opts.Seed,
+		SimSeconds:            sim,
+		WallSeconds:           wall,
+		GPUUtilMean:           g.UtilMean,
+		GPUIdleSecondsByCause: g.IdleByCause,
+		Findings:              len(d.findings),
+		FindingsByKind:        map[string]int{},
+		Actions:               len(d.actions),
+		SamplesStored:         d.mds.Store().RowsAdded(),
+		Simulated:             true,
+		Start:                 d.opts.Start,
+		End:                   d.tw.Now(),
+	}
+	if wall > 0 {
+		s.SpeedUp = sim / wall
+	}
+	for _, f := range d.findings {
+		s.FindingsByKind[f.Kind]++
+	}
+	return s
+}
+
+func (d *Demo) writeOutputs(sum *DemoSummary) error {
+	dir := d.opts.OutDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create output dir %q: %w", dir, err)
+	}
+	write := func(name string, f func(*bytes.Buffer) error) error {
+		var b bytes.Buffer
+		if err := f(&b); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("cannot write %s: %w", name, err)
+		}
+		return nil
+	}
+	d.mu.Lock()
+	fs := make([]models.Finding, 0, len(d.findings))
+	for _, f := range d.findings {
+		fs = append(fs, f)
+	}
+	acts := append([]models.Action(nil), d.actions...)
+	d.mu.Unlock()
+	sort.Slice(fs, func(i, j int) bool {
+		if !fs[i].Start.Equal(fs[j].Start) {
+			return fs[i].Start.Before(fs[j].Start)
+		}
+		return fs[i].ID < fs[j].ID
+	})
+	return errors.Join(
+		write("summary.json", func(b *bytes.Buffer) error {
+			e := json.NewEncoder(b)
+			e.SetIndent("", "  ")
+			return e.Encode(sum)
+		}),
+		write("truth.jsonl", func(b *bytes.Buffer) error { return d.tw.WriteTruth(b) }),
+		write("findings.jsonl", func(b *bytes.Buffer) error { return writeJSONL(b, fs) }),
+		write("actions.jsonl", func(b *bytes.Buffer) error { return writeJSONL(b, acts) }),
+	)
+}
+
+func writeJSONL[T any](b *bytes.Buffer, items []T) error {
+	e := json.NewEncoder(b)
+	for i := range items {
+		if err := e.Encode(&items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// export dumps the store through the query API's /api/v1/export (the
+// VictoriaMetrics JSON-lines format), with lines sorted.
+func (d *Demo) export() error {
+	d.mds.Store().Flush()
+	end := d.tw.Now().Add(time.Minute)
+	u := fmt.Sprintf("/api/v1/export?match[]=%s&start=%d&end=%d", url.QueryEscape(`{__name__!=""}`), d.opts.Start.Add(-time.Minute).Unix(), end.Unix())
+	rec := httptest.NewRecorder()
+	d.mds.Store().QueryHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, u, nil))
+	if rec.Code != http.StatusOK {
+		return fmt.Errorf("cannot export the store: HTTP %d: %s", rec.Code, rec.Body.String())
+	}
+	lines := strings.Split(strings.TrimSpace(rec.Body.String()), "\n")
+	sort.Strings(lines)
+	path := filepath.Join(d.opts.OutDir, "telemetry.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}

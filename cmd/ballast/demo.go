@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/twin"
+)
+
+const demoUsage = `Usage: ballast demo [flags]
+
+Runs the full mds pipeline against the cluster twin: a SIMULATED pNFS
+cluster (data servers with NVMe drives, switch ports, GPU nodes running
+training, checkpoints, inference and scans, with injected faults) that feeds
+ballast through the same exposition and LAYOUTSTATS paths a real cluster
+uses, on a simulated clock running much faster than real time. Simulated
+time ends at the wall clock, so the data sits where Grafana looks.
+
+While it runs it prints one progress line (simulated time, speed-up, GPU
+utilisation, findings and actions). At the end it prints a summary and
+writes OUT/summary.json, OUT/truth.jsonl (the twin's ground truth),
+OUT/findings.jsonl and OUT/actions.jsonl; the store is in OUT/data.
+With --serve the query API stays up afterwards (Grafana, curl) until
+SIGINT or SIGTERM.
+
+Scenarios: %s, or a path to a scenario file (docs/scenarios.md).`
+
+func init() {
+	register(&command{name: "demo", summary: "run the pipeline on the simulated cluster twin (see README)", run: runDemo})
+}
+
+func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "demo", fmt.Sprintf(demoUsage, strings.Join(twin.ScenarioNames(), ", ")))
+	scenario := fs.String("scenario", "mixed", "scenario name or scenario file")
+	seed := fs.Uint64("seed", 1, "random seed; the same scenario and seed give the same run")
+	duration := fs.String("duration", "", "simulated time to run, e.g. 6h (default: the scenario's)")
+	out := fs.String("out", "demo-out", "directory for the outputs and the store")
+	serve := fs.Bool("serve", false, "keep the query API up after the run until interrupted")
+	listen := fs.String("listen", "127.0.0.1:9750", "HOST:PORT of the query API")
+	scrape := fs.Duration("scrape-interval", 10*time.Second, "simulated scrape and analysis interval")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
+	export := fs.Bool("export", false, "also write every stored sample to OUT/telemetry.jsonl (VictoriaMetrics export format), to compare runs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	sc, err := twin.LoadScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	var dur time.Duration
+	if *duration != "" {
+		if dur, err = cluster.ParseDuration(*duration); err != nil || dur <= 0 {
+			return fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, *duration)
+		}
+	}
+	var startAt time.Time
+	if *start != "" {
+		if startAt, err = time.Parse(time.RFC3339, *start); err != nil {
+			return fmt.Errorf("%w: --start %q is not RFC 3339 (e.g. 2026-01-02T15:04:05Z)", errUsage, *start)
+		}
+	}
+	logger := newLogger(env.stderr, "warn")
+	d, err := cluster.NewDemo(cluster.DemoOptions{
+		Scenario:       sc,
+		Seed:           *seed,
+		Duration:       dur,
+		Start:          startAt,
+		Export:         *export,
+		OutDir:         *out,
+		Listen:         *listen,
+		ScrapeInterval: *scrape,
+		Analysis:       demoAnalysis,
+		Progress:       progressPrinter(env.stderr, *quiet),
+		Logger:         logger,
+		Version:        version,
+	})
+	if err != nil {
+		return err
+	}
+	sum, err := d.Run(ctx)
+	if !*quiet {
+		fmt.Fprintln(env.stderr)
+	}
+	if sum != nil {
+		printSummary(env.stdout, sum, *out)
+	}
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		d.Stop(sctx)
+		return err
+	}
+	if *serve {
+		fmt.Fprintf(env.stdout, "\nServing the query API at http://%s (Prometheus API; Grafana: add a Prometheus data source with this URL). Ctrl-C stops.\n", d.MDS().Addr())
+		<-ctx.Done()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return d.Stop(sctx)
+}
+
+// demoAnalysis builds the analysis stages the demo runs; analysis.go
+// fills it in as analyzers are wired.
+var demoAnalysis func(env *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error)
+
+func progressPrinter(w io.Writer, quiet bool) func(cluster.DemoProgress) {
+	if quiet {
+		return nil
+	}
+	return func(p cluster.DemoProgress) {
+		speed := 0.0
+		if p.Wall > 0 {
+			speed = p.SimElapsed.Seconds() / p.Wall.Seconds()
+		}
+		fmt.Fprintf(w, "\r[simulated] %s / %s  ×%.0f real time  GPU util %.1f%%  findings %d  actions %d   ",
+			fmtDur(p.SimElapsed), fmtDur(p.SimTotal), speed, 100*p.GPUUtil, p.Findings, p.Actions)
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	s := int(d.Seconds())
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+func printSummary(w io.Writer, s *cluster.DemoSummary, out string) {
+	fmt.Fprintf(w, "ballast demo on the cluster twin (simulated cluster) — scenario %s, seed %d\n", s.Scenario, s.Seed)
+	fmt.Fprintf(w, "  simulated %s in %.1f s of wall time (×%.0f real time)\n", fmtDur(time.Duration(s.SimSeconds*float64(time.Second))), s.WallSeconds, s.SpeedUp)
+	fmt.Fprintf(w, "  GPU utilisation (simulated ground truth): %.1f%%\n", 100*s.GPUUtilMean)
+	if len(s.GPUIdleSecondsByCause) > 0 {
+		fmt.Fprintf(w, "  GPU idle seconds by cause (ground truth):")
+		for _, k := range sortedKeys(s.GPUIdleSecondsByCause) {
+			fmt.Fprintf(w, " %s=%.0f", k, s.GPUIdleSecondsByCause[k])
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "  samples stored: %d\n", s.SamplesStored)
+	fmt.Fprintf(w, "  findings: %d", s.Findings)
+	for _, k := range sortedKeys(s.FindingsByKind) {
+		fmt.Fprintf(w, " %s=%d", k, s.FindingsByKind[k])
+	}
+	fmt.Fprintf(w, "\n  actions: %d\n", s.Actions)
+	fmt.Fprintf(w, "Outputs: %s/summary.json, %s/truth.jsonl, %s/findings.jsonl, %s/actions.jsonl (store: %s/data)\n", out, out, out, out, out)
+	fmt.Fprintf(w, "To explore the data in Grafana or with curl, run: bin/ballast demo --serve (query API on http://127.0.0.1:9750)\n")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
