@@ -80,7 +80,7 @@ type Options struct {
 	// MADFloor floors the MAD at this fraction of the median, so an even
 	// cluster's tiny spread does not turn noise into high scores [0.1].
 	MADFloor   float64
-	EnterAfter time.Duration // how long the condition must hold [20s]; negative = at once
+	EnterAfter time.Duration // how long the condition must hold [10s]; negative = at once
 	ExitAfter  time.Duration // how long it must be gone to close [60s]; negative = at once
 	MinPeers   int           // peers needed for a fair share [5]
 	// Floors are absolute minimums below which a measure never counts as
@@ -125,7 +125,7 @@ func (o Options) withDefaults() Options {
 			*v = 0
 		}
 	}
-	dur(&o.EnterAfter, 20*time.Second)
+	dur(&o.EnterAfter, 10*time.Second)
 	dur(&o.ExitAfter, 60*time.Second)
 	dur(&o.HeatHalfLife, 2*time.Minute)
 	defInt := func(v *int, d int) {
