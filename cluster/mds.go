@@ -34,6 +34,7 @@ type MDS struct {
 	mu       sync.Mutex
 	started  bool
 	store    *storage.Embedded
+	journal  *storage.Journal
 	server   *Server
 	scraper  *Scraper
 	pipeline *Pipeline
@@ -70,6 +71,9 @@ func (m *MDS) Metrics() *metrics.Set { return m.set }
 
 // Store returns the open store, or nil before Start.
 func (m *MDS) Store() *storage.Embedded { return m.store }
+
+// Journal returns the findings and actions journal, or nil before Start.
+func (m *MDS) Journal() *storage.Journal { return m.journal }
 
 // Pipeline returns the pipeline, or nil before Start.
 func (m *MDS) Pipeline() *Pipeline { return m.pipeline }
@@ -114,6 +118,9 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if m.journal, err = storage.OpenJournal(m.store.DataDir()); err != nil {
+		return err
+	}
 	m.set.NewGauge(`ballast_storage_size_bytes`, cachedFloat(30*time.Second, func() float64 { return float64(m.store.SizeBytes()) }))
 	m.set.NewGauge(`ballast_storage_read_only`, func() float64 {
 		if m.store.IsReadOnly() {
@@ -134,6 +141,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set})
 	m.server.Handle(storage.PathImportPrometheus, ih)
 	m.server.Handle(storage.PathRemoteWrite, ih)
+	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))
 	for pattern, mk := range m.Extra.Handlers {
 		m.server.Handle(pattern, mk(m.store))
 	}
@@ -157,12 +165,12 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 
 	var stages []Stage
-	var acts []Actuator
+	acts := []Actuator{&FindingsRecorder{Journal: m.journal, Appender: m.store}}
 	if m.Extra.Stages != nil {
 		stages = m.Extra.Stages(m.store)
 	}
 	if m.Extra.Actuators != nil {
-		acts = m.Extra.Actuators(m.store)
+		acts = append(acts, m.Extra.Actuators(m.store)...)
 	}
 	m.pipeline, err = NewPipeline(PipelineOptions{
 		Sources:   m.Extra.Sources,
@@ -209,6 +217,10 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 	if m.shutdown != nil {
 		errs = append(errs, m.shutdown(ctx))
 		m.shutdown = nil
+	}
+	if m.journal != nil {
+		errs = append(errs, m.journal.Close())
+		m.journal = nil
 	}
 	if m.store != nil {
 		errs = append(errs, m.store.Close(ctx))

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
 )
 
 func TestMain(m *testing.M) {
@@ -56,6 +59,13 @@ func TestMDSScrapesStaticAndFileTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMDS(cfg, "test", nil)
+	m.Extra.ManualTicks = true
+	m.Extra.Stages = func(*storage.Embedded) []Stage {
+		return []Stage{stageFunc{"test", func(now time.Time) ([]models.Finding, error) {
+			return []models.Finding{{ID: "hotspot-ds01-nvme0", Kind: "hotspot", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds01/nvme0"},
+				Severity: models.SeverityWarning, Start: now, LastSeen: now, Summary: "test"}}, nil
+		}}}
+	}
 	ctx := context.Background()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -87,6 +97,7 @@ func TestMDSScrapesStaticAndFileTargets(t *testing.T) {
 		}
 	}
 	waitQuery(`ballast_disk_reads_total{job="ballast-agents"}`, 7)
+	m.Pipeline().Tick(ctx, time.Now())
 
 	// A target added to the file is picked up without a restart.
 	sd := fmt.Sprintf(`[{"targets":[%q],"labels":{"role":"client"}}]`, strings.TrimPrefix(b.URL, "http://"))
@@ -111,6 +122,17 @@ func TestMDSScrapesStaticAndFileTargets(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// Findings of a tick land in the journal, the API and the series.
+	waitQuery(`ballast_finding_active{kind="hotspot",subject="device:ds01/nvme0",severity="warning"}`, 1)
+	resp, err = http.Get("http://" + m.Addr() + "/api/v1/findings?kind=hotspot&active=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"id":"hotspot-ds01-nvme0"`) {
+		t.Errorf("/api/v1/findings: got %s; want the tick's finding", body)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get("http://" + m.Addr() + path)

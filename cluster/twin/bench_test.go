@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"io"
 	"testing"
 	"time"
 )
@@ -58,3 +59,47 @@ func BenchmarkTwin16DS8NVMe64GPU(b *testing.B) { benchTwin(b, 16, 8, 8) }
 
 // BenchmarkTwin128DS24NVMe1024GPU is the large cluster of issue 3.
 func BenchmarkTwin128DS24NVMe1024GPU(b *testing.B) { benchTwin(b, 128, 24, 128) }
+
+// BenchmarkRenderNode measures one scrape of a data server and of a client
+// of the baseline scenario.
+func BenchmarkRenderNode(b *testing.B) {
+	sc, err := LoadScenario("baseline")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tw, err := New(sc, 1, time.Unix(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tw.Run(60)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, n := range []string{"ds03", "gpu03"} {
+			if err := tw.RenderNode(n, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkLayoutStats measures building every client's LAYOUTSTATS batch
+// once, on the baseline scenario after ten simulated minutes.
+func BenchmarkLayoutStats(b *testing.B) {
+	sc, err := LoadScenario("baseline")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tw, err := New(sc, 1, time.Unix(0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tw.Run(600)
+	b.ResetTimer()
+	n := 0
+	for i := 0; i < b.N; i++ {
+		for _, bt := range tw.LayoutStats() {
+			n += len(bt.Reports)
+		}
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "reports/op")
+}
