@@ -28,6 +28,8 @@ type layoutRec struct {
 	first  float64 // when the counters started, seconds since start
 	last   float64
 	rd, wr ioStat
+	// identifiers rendered once per layout (empty until first reported)
+	stateid, fhandle string
 }
 
 // recChunk is how many records one allocation holds: records live in
@@ -111,46 +113,60 @@ func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
 // stripe.
 func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 	now := float64(t.tick) * t.dt
+	recent := func(r *layoutRec) bool { return now-r.last <= layoutRecentWindow && now > r.first }
+	// count first so that every batch is allocated once
+	count := make([]int, len(t.cli))
+	for i := 0; i < t.nRecs; i++ {
+		if r := t.rec(int32(i)); recent(r) {
+			count[r.client]++
+		}
+	}
 	var out []models.LayoutStatsBatch
 	idx := make([]int, len(t.cli))
-	for i := range idx {
-		idx[i] = -1
+	for c := range idx {
+		idx[c] = -1
+		if count[c] > 0 {
+			idx[c] = len(out)
+			out = append(out, models.LayoutStatsBatch{ClientID: t.cli[c].name, ReportTime: t.at(now), Reports: make([]models.FFIOStats4, 0, count[c])})
+		}
 	}
 	for i := 0; i < t.nRecs; i++ {
 		r := t.rec(int32(i))
-		if now-r.last > layoutRecentWindow || now <= r.first {
+		if !recent(r) {
 			continue
 		}
 		bi := idx[r.client]
-		if bi < 0 {
-			bi = len(out)
-			idx[r.client] = bi
-			out = append(out, models.LayoutStatsBatch{ClientID: t.cli[r.client].name, ReportTime: t.at(now)})
-		}
 		st := &t.stripes[r.stripe]
 		dv := &t.dev[st.dev]
+		if r.stateid == "" {
+			r.stateid = hexID(uint32(r.client), uint32(st.file), r.gen)
+			r.fhandle = hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen)
+		}
+		if t.devIDs == nil {
+			t.devIDs = make([]string, len(t.dev))
+			t.dsUaddr = make([]string, len(t.ds))
+			for d := range t.dev {
+				t.devIDs[d] = deviceID(int32(d))
+			}
+			for i := range t.ds {
+				t.dsUaddr[i] = t.ds[i].addr + ".8.1" // port 2049
+			}
+		}
 		out[bi].Reports = append(out[bi].Reports, models.FFIOStats4{
 			Offset:   0,
 			Length:   math.MaxUint64,
-			Stateid:  models.Stateid4{Seqid: r.gen, Other: hexID(uint32(r.client), uint32(st.file), r.gen)},
+			Stateid:  models.Stateid4{Seqid: r.gen, Other: r.stateid},
 			Read:     models.IOInfo4{Count: uint64(r.rd.opsDone), Bytes: uint64(r.rd.bytesDone)},
 			Write:    models.IOInfo4{Count: uint64(r.wr.opsDone), Bytes: uint64(r.wr.bytesDone)},
-			DeviceID: deviceID(st.dev),
+			DeviceID: t.devIDs[st.dev],
 			LayoutUpdate: models.FFLayoutUpdate4{
-				Addr:     models.NetAddr4{NetID: "tcp", Addr: t.ds[dv.ds].addr + ".8.1"},
-				FHandle:  hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen),
+				Addr:     models.NetAddr4{NetID: "tcp", Addr: t.dsUaddr[dv.ds]},
+				FHandle:  r.fhandle,
 				Read:     r.rd.latency4(now - r.first),
 				Write:    r.wr.latency4(now - r.first),
 				Duration: nfsTime(now - r.first),
 			},
 		})
 	}
-	// batches are built in record order; put them in client order
-	sorted := make([]models.LayoutStatsBatch, 0, len(out))
-	for c := range t.cli {
-		if idx[c] >= 0 {
-			sorted = append(sorted, out[idx[c]])
-		}
-	}
-	return sorted
+	return out
 }
