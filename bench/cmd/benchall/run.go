@@ -337,4 +337,3 @@ func (r *report) errors() []error {
 	}
 	return out
 }
-
