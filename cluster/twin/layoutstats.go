@@ -22,9 +22,10 @@ type ioStat struct {
 // (one file's component on one device). A layout change (the stripe moved)
 // gives the client a new layout stateid and new counters.
 type layoutRec struct {
-	client int32
+	client int32 // -1 while the record is free
 	stripe int32
 	gen    uint32
+	seq    uint32  // layout sequence: a new one for every LAYOUTGET
 	first  float64 // when the counters started, seconds since start
 	last   float64
 	rd, wr ioStat
@@ -47,19 +48,43 @@ func (t *Twin) record(c, s int32) int32 {
 	i := t.recIdx[k]
 	now := float64(t.tick) * t.dt
 	if i < 0 {
-		i = int32(t.nRecs)
-		if t.nRecs%recChunk == 0 {
-			t.recs = append(t.recs, make([]layoutRec, recChunk))
+		if n := len(t.freeRecs); n > 0 {
+			i = t.freeRecs[n-1]
+			t.freeRecs = t.freeRecs[:n-1]
+		} else {
+			i = int32(t.nRecs)
+			if t.nRecs%recChunk == 0 {
+				t.recs = append(t.recs, make([]layoutRec, recChunk))
+			}
+			t.nRecs++
 		}
-		t.nRecs++
-		*t.rec(i) = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now}
+		t.layoutSeq++
+		*t.rec(i) = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, seq: t.layoutSeq, first: now, last: now}
 		t.recIdx[k] = i
 		return i
 	}
 	if r := t.rec(i); r.gen != t.stripes[s].gen {
-		*r = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, first: now, last: now}
+		t.layoutSeq++
+		*r = layoutRec{client: c, stripe: s, gen: t.stripes[s].gen, seq: t.layoutSeq, first: now, last: now}
 	}
 	return i
+}
+
+// sweepRecords frees the records of layouts idle for two report windows:
+// the client has returned the layout and sent its last LAYOUTSTATS, and
+// the next LAYOUTGET starts new counters under a new stateid. It keeps
+// memory bounded by the layouts in use, not by every stripe ever read.
+func (t *Twin) sweepRecords(now float64) {
+	for i := 0; i < t.nRecs; i++ {
+		r := t.rec(int32(i))
+		if r.client < 0 || now-r.last <= 2*layoutRecentWindow {
+			continue
+		}
+		t.recIdx[int(r.client)*len(t.stripes)+int(r.stripe)] = -1
+		r.client = -1
+		r.stateid, r.fhandle = "", ""
+		t.freeRecs = append(t.freeRecs, int32(i))
+	}
 }
 
 func hexID(parts ...uint32) string {
@@ -113,7 +138,7 @@ func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
 // stripe.
 func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 	now := float64(t.tick) * t.dt
-	recent := func(r *layoutRec) bool { return now-r.last <= layoutRecentWindow && now > r.first }
+	recent := func(r *layoutRec) bool { return r.client >= 0 && now-r.last <= layoutRecentWindow && now > r.first }
 	// count first so that every batch is allocated once
 	count := make([]int, len(t.cli))
 	for i := 0; i < t.nRecs; i++ {
@@ -139,7 +164,7 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 		st := &t.stripes[r.stripe]
 		dv := &t.dev[st.dev]
 		if r.stateid == "" {
-			r.stateid = hexID(uint32(r.client), uint32(st.file), r.gen)
+			r.stateid = hexID(uint32(r.client), uint32(st.file), r.seq)
 			r.fhandle = hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen)
 		}
 		if t.devIDs == nil {

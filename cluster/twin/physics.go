@@ -571,9 +571,10 @@ func (t *Twin) endTick(now float64) {
 		// clients send LAYOUTSTATS for each layout in use about once a
 		// minute
 		for i := 0; i < t.nRecs; i++ {
-			if r := t.rec(int32(i)); end-r.last <= layoutRecentWindow {
+			if r := t.rec(int32(i)); r.client >= 0 && end-r.last <= layoutRecentWindow {
 				t.cli[r.client].layoutStats++
 			}
 		}
+		t.sweepRecords(end)
 	}
 }

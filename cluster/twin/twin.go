@@ -69,11 +69,13 @@ type Twin struct {
 	hostQRes []int32
 
 	// layout statistics records, one per (client, stripe) touched
-	recs    [][]layoutRec // chunks of recChunk
-	nRecs   int
-	recIdx  []int32  // client*len(stripes)+stripe → index in recs, -1 none
-	devIDs  []string // pNFS device ids, built on first use
-	dsUaddr []string // DS universal addresses
+	recs      [][]layoutRec // chunks of recChunk
+	nRecs     int
+	freeRecs  []int32
+	layoutSeq uint32
+	recIdx    []int32  // client*len(stripes)+stripe → index in recs, -1 none
+	devIDs    []string // pNFS device ids, built on first use
+	dsUaddr   []string // DS universal addresses
 
 	truth []TruthRecord
 
