@@ -44,19 +44,40 @@ func (t *Twin) closeTruth(i int, end float64) {
 
 // Truth returns a copy of the ground-truth records so far, in the order
 // they started (records that start in the same tick keep scenario order).
+// GPU idle time of the minute in progress is included as gpu_idle records
+// ending now.
 func (t *Twin) Truth() []TruthRecord {
-	out := make([]TruthRecord, len(t.truth))
+	out := make([]TruthRecord, len(t.truth), len(t.truth)+8)
 	copy(out, t.truth)
+	return t.appendPendingIdle(out)
+}
+
+// appendPendingIdle adds the gpu_idle records of the minute in progress
+// without closing it.
+func (t *Twin) appendPendingIdle(out []TruthRecord) []TruthRecord {
+	start, end := float64(t.minuteOf*60), float64(t.tick)*t.dt
+	if end <= start {
+		return out
+	}
+	for c := 0; c < numCauses; c++ {
+		for s, v := range t.idleMinute[c] {
+			if v > 0 {
+				out = append(out, TruthRecord{Kind: "gpu_idle", Subject: t.subjectOf(c, s), Start: t.at(start), End: t.at(end),
+					Params: map[string]any{"cause": causeNames[c], "gpu_seconds": math.Round(v*1000) / 1000}})
+			}
+		}
+	}
 	return out
 }
 
-// WriteTruth writes the ground truth so far as JSON Lines, one record per
-// line, with parameters in sorted key order.
+// WriteTruth writes the ground truth so far (as Truth returns it) as JSON
+// Lines, one record per line, with parameters in sorted key order.
 func (t *Twin) WriteTruth(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
-	for i := range t.truth {
-		if err := enc.Encode(&t.truth[i]); err != nil {
+	all := t.Truth()
+	for i := range all {
+		if err := enc.Encode(&all[i]); err != nil {
 			return fmt.Errorf("cannot write truth record %d: %w", i, err)
 		}
 	}
