@@ -16,6 +16,8 @@ const layoutRecentWindow = 60.0
 // ioStat is one direction of ff_io_latency4, cumulative, fractional.
 type ioStat struct {
 	opsReq, bytesReq, opsDone, bytesDone, notDelivered, busy, completion float64
+	busyAt                                                               int64   // tick of the last busy-time update
+	busyThis                                                             float64 // busy time added in that tick
 }
 
 // layoutRec is the LAYOUTSTATS counters one client keeps for one stripe

@@ -446,7 +446,14 @@ func (t *Twin) settleFlows(now float64) {
 		io.bytesReq += f.served
 		io.opsDone += ops
 		io.bytesDone += f.served
-		io.busy += min(t.dt, ms*1e-3)
+		// busy time: at least one request outstanding, at most the tick
+		// however many streams of this client share the stripe
+		if io.busyAt != t.tick {
+			io.busyAt, io.busyThis = t.tick, 0
+		}
+		add := min(t.dt-io.busyThis, ms*1e-3)
+		io.busy += add
+		io.busyThis += add
 		io.completion += ms * 1e-3
 	}
 	// sequential streams that hit an error skip the rest of the file, as a

@@ -192,7 +192,7 @@ func TestLayoutStatsIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw.Run(30)
+	tw.Run(11 * 60) // into the hot shard: many streams of one client share its stripes
 	var derived, reports float64
 	clientRead := func() float64 {
 		s := 0.0
@@ -319,6 +319,32 @@ func TestTruthRecords(t *testing.T) {
 		var r TruthRecord
 		if err := json.Unmarshal(line, &r); err != nil || r.Kind == "" || r.Subject.ID == "" {
 			t.Fatalf("bad truth line %s: %v", line, err)
+		}
+	}
+}
+
+// TestLayoutBusyTimeBounded checks that a layout's busy time grows by at
+// most one tick per tick, even when several streams of one client read the
+// same stripe (the hot shard).
+func TestLayoutBusyTimeBounded(t *testing.T) {
+	tw, err := New(mustLoad(t, "hot-shard"), 5, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(10 * 60)
+	prev := map[int32][2]float64{}
+	for i := 0; i < 120; i++ {
+		tw.Step()
+		for k := int32(0); k < int32(tw.nRecs); k++ {
+			r := tw.rec(k)
+			if r.client < 0 {
+				continue
+			}
+			p, ok := prev[k]
+			if ok && (r.rd.busy-p[0] > tw.dt*(1+1e-9) || r.wr.busy-p[1] > tw.dt*(1+1e-9)) {
+				t.Fatalf("tick %d: layout of %s on stripe %s: busy time grew by %.3f s / %.3f s in a %.0f s tick", i, tw.cli[r.client].name, tw.stripeID(r.stripe), r.rd.busy-p[0], r.wr.busy-p[1], tw.dt)
+			}
+			prev[k] = [2]float64{r.rd.busy, r.wr.busy}
 		}
 	}
 }
