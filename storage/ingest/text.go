@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -85,12 +86,16 @@ func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows) er
 // trimVMPrefix shortens VictoriaMetrics' "cannot unmarshal Prometheus line
 // "…": reason" to "…: reason" with a bounded quote of the line.
 func trimVMPrefix(msg string) string {
-	const p = "cannot unmarshal Prometheus line "
-	msg = strings.TrimPrefix(msg, p)
-	if i := strings.Index(msg, "\": "); i >= 0 && len(msg) > 0 && msg[0] == '"' {
-		return abbreviate(msg[1:i]) + ": " + msg[i+3:]
+	msg = strings.TrimPrefix(msg, "cannot unmarshal Prometheus line ")
+	q, err := strconv.QuotedPrefix(msg)
+	if err != nil {
+		return msg
 	}
-	return msg
+	line, err := strconv.Unquote(q)
+	if err != nil {
+		return msg
+	}
+	return abbreviate(line) + msg[len(q):]
 }
 
 // abbreviate quotes s, cutting long lines so an error never echoes megabytes.
