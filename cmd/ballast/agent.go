@@ -164,6 +164,9 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 		return err
 	}
 	srv.SetReady("")
+	// Drop the pages of mds-only code that initialisation touched.
+	released := cluster.ReleaseExecutablePages()
+	logger.Debug("released executable pages", "bytes", released)
 	logger.Info("agent started", "role", role, "listen", srv.Addr(), "collectors", strings.Join(names, ","))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
