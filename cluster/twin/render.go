@@ -287,15 +287,16 @@ func (t *Twin) mountOps(cl *client) []mountOp {
 
 // RenderNode writes the Prometheus text exposition that node's ballast
 // agent would serve now (role ds: nvme, diskstats, nfsd and netdev
-// collectors; role client: dcgm, mountstats, netdev and readahead), through
-// the collector package's own encoder and metric table. A data server that
-// is down returns ErrNodeDown and writes nothing.
+// collectors; role client: dcgm, mountstats, netdev and readahead), from
+// the metric table in models, byte for byte as collector.WriteText would
+// encode the same samples. A data server that is down returns ErrNodeDown
+// and writes nothing.
 func (t *Twin) RenderNode(node string, w io.Writer) error {
 	samples, err := t.NodeSamples(node)
 	if err != nil {
 		return err
 	}
-	if err := collector.WriteText(w, samples); err != nil {
+	if err := writeExposition(w, samples); err != nil {
 		return fmt.Errorf("cannot render node %q: %w", node, err)
 	}
 	return nil

@@ -348,3 +348,36 @@ func TestLayoutBusyTimeBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestExpositionMatchesCollector holds the twin's encoder to the collector
+// package's: the same samples must give the same bytes, for data servers
+// (one with a failed drive, one after a reboot) and clients.
+func TestExpositionMatchesCollector(t *testing.T) {
+	tw, err := New(mustLoad(t, "mixed"), 2, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(112 * 60) // ds07/nvme3n1 has failed, ds02 has come back
+	for _, n := range tw.Nodes() {
+		samples, err := tw.NodeSamples(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got bytes.Buffer
+		if err := collector.WriteText(&want, samples); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeExposition(&got, samples); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			g, w := strings.Split(got.String(), "\n"), strings.Split(want.String(), "\n")
+			for i := range min(len(g), len(w)) {
+				if g[i] != w[i] {
+					t.Fatalf("%s: line %d is\n%s\nwant\n%s", n.Name, i+1, g[i], w[i])
+				}
+			}
+			t.Fatalf("%s: %d lines; want %d", n.Name, len(g), len(w))
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package twin
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ballast-io/ballast/collector"
+	"github.com/ballast-io/ballast/models"
+)
+
+// family is what the encoder needs of a metric family's descriptor: its
+// help, type and label names, and the label order sorted by name.
+type family struct {
+	desc  models.MetricDesc
+	order []int // indexes of desc.Labels sorted by label name
+}
+
+var (
+	familiesOnce sync.Once
+	families     map[string]*family
+)
+
+func lookupFamily(name string) *family {
+	familiesOnce.Do(func() {
+		families = make(map[string]*family, len(models.Metrics))
+		for _, d := range models.Metrics {
+			f := &family{desc: d, order: make([]int, len(d.Labels))}
+			for i := range f.order {
+				f.order[i] = i
+			}
+			sort.Slice(f.order, func(a, b int) bool { return d.Labels[f.order[a]] < d.Labels[f.order[b]] })
+			families[d.Name] = f
+		}
+	})
+	return families[name]
+}
+
+// writeExposition writes samples as Prometheus text exposition, byte for
+// byte what collector.WriteText writes (families sorted by name, HELP and
+// TYPE lines, labels in name order, series sorted by label values, floats
+// formatted as expfmt does; TestExpositionMatchesCollector holds the two
+// together). It is hand-written because WriteText builds a registry and
+// protobuf families on every call, which made rendering the twin's nodes
+// cost more than simulating them; this encoder does the same work with a
+// sort and one buffer.
+func writeExposition(w io.Writer, samples []collector.Sample) error {
+	idx := make([]int, len(samples))
+	for i := range idx {
+		idx[i] = i
+	}
+	fams := make([]*family, len(samples))
+	for i, s := range samples {
+		f := lookupFamily(s.Name)
+		if f == nil {
+			return fmt.Errorf("cannot expose sample %q: no descriptor in models.Metrics", s.Name)
+		}
+		if len(s.Values) != len(f.desc.Labels) {
+			return fmt.Errorf("cannot expose sample %q: %d label values for %d labels", s.Name, len(s.Values), len(f.desc.Labels))
+		}
+		fams[i] = f
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		sa, sb := &samples[idx[a]], &samples[idx[b]]
+		if sa.Name != sb.Name {
+			return sa.Name < sb.Name
+		}
+		for _, k := range fams[idx[a]].order {
+			if sa.Values[k] != sb.Values[k] {
+				return sa.Values[k] < sb.Values[k]
+			}
+		}
+		return false
+	})
+	var b strings.Builder
+	b.Grow(len(samples) * 96)
+	var num []byte
+	for n, i := range idx {
+		s := &samples[i]
+		f := fams[i]
+		if n > 0 && samples[idx[n-1]].Name == s.Name {
+			if sameLabels(&samples[idx[n-1]], s) {
+				return fmt.Errorf("cannot expose sample %q: duplicate series %v", s.Name, s.Values)
+			}
+		} else {
+			b.WriteString("# HELP ")
+			b.WriteString(s.Name)
+			b.WriteByte(' ')
+			escapeHelp(&b, f.desc.Help)
+			b.WriteString("\n# TYPE ")
+			b.WriteString(s.Name)
+			b.WriteByte(' ')
+			b.WriteString(string(f.desc.Type))
+			b.WriteByte('\n')
+		}
+		b.WriteString(s.Name)
+		if len(f.order) > 0 {
+			b.WriteByte('{')
+			for j, k := range f.order {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(f.desc.Labels[k])
+				b.WriteString(`="`)
+				escapeLabel(&b, s.Values[k])
+				b.WriteByte('"')
+			}
+			b.WriteByte('}')
+		}
+		b.WriteByte(' ')
+		num = appendFloat(num[:0], s.Value)
+		b.Write(num)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func sameLabels(a, b *collector.Sample) bool {
+	for i := range a.Values {
+		if a.Values[i] != b.Values[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// appendFloat formats v as expfmt's writeFloat does.
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(b, '1')
+	case v == 0:
+		return append(b, '0')
+	case v == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, 1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+func escapeHelp(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+}
+
+func escapeLabel(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '"':
+			b.WriteString(`\"`)
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+}
