@@ -141,9 +141,9 @@ func (t *Twin) Step() {
 	t.tick++
 }
 
-// Run advances the simulation by d of simulated time.
-func (t *Twin) Run(d int64) {
-	for i := int64(0); i < d; i++ {
+// Run advances the simulation by n ticks.
+func (t *Twin) Run(n int64) {
+	for i := int64(0); i < n; i++ {
 		t.Step()
 	}
 }
