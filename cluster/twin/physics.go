@@ -128,8 +128,12 @@ func (t *Twin) Step() {
 		st.got, st.lossAmt, st.lossCause, st.lossSubj, st.errored, st.errDown = 0, 0, -1, -1, false, false
 		if st.active && st.want > 0 && st.file >= 0 {
 			t.addStreamFlows(int32(si))
+			if st.kind == streamRandRead && t.cli[st.client].ra >= raWasteFactor*st.appReq {
+				t.cli[st.client].raWaste = st.appReq
+			}
 		}
 	}
+	t.trackReadAheadWaste(now)
 	t.addMigrationFlows()
 	t.addFaultFlows()
 	t.share()
@@ -571,6 +575,7 @@ func (t *Twin) endTick(now float64) {
 	for r := t.dsBase; r < len(t.resUsed); r++ {
 		t.resTotal[r] += t.resUsed[r]
 	}
+	t.trackSaturation(now)
 	end := now + t.dt
 	if m := int64(end) / 60; m != t.minuteOf {
 		t.flushIdleMinute(float64(t.minuteOf*60), float64(m*60))

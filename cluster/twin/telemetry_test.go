@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/collector/layoutstats"
+	"github.com/ballast-io/ballast/models"
 )
 
 // series parses Prometheus text exposition into series → value, skipping
@@ -296,7 +297,7 @@ func TestTruthRecords(t *testing.T) {
 			t.Fatalf("record with bad times: %+v", r)
 		}
 	}
-	for _, k := range []string{"workload_phase", "checkpoint_burst", "hot_shard", "failing_drive", "drive_failed", "port_saturation", "workload_shift", "node_loss", "gpu_idle"} {
+	for _, k := range []string{"workload_phase", "checkpoint_burst", "hot_shard", "failing_drive", "drive_failed", "port_saturation", "workload_shift", "node_loss", "gpu_idle", "device_saturated", "port_saturated", "read_ahead_waste"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s truth record in mixed; have %v", k, kinds)
 		}
@@ -379,5 +380,45 @@ func TestExpositionMatchesCollector(t *testing.T) {
 			}
 			t.Fatalf("%s: %d lines; want %d", n.Name, len(g), len(w))
 		}
+	}
+}
+
+// TestReadAheadFixClosesWaste applies the action a read-ahead finding
+// would lead to and checks that the waste ends and the client's NIC is
+// relieved.
+func TestReadAheadFixClosesWaste(t *testing.T) {
+	tw, err := New(mustLoad(t, "mixed"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(120)
+	open := func(kind, id string) bool {
+		for _, r := range tw.Truth() {
+			if r.Kind == kind && r.Subject.ID == id && r.End.IsZero() {
+				return true
+			}
+		}
+		return false
+	}
+	if !open("read_ahead_waste", "inf00") || !open("client_nic_saturated", "inf00") {
+		t.Fatalf("inf00 with 1 MiB read-ahead for 64 KiB random reads: want open read_ahead_waste and client_nic_saturated records")
+	}
+	before := tw.cli[tw.findClient("inf00")].readGood
+	tw.Run(60)
+	goodBefore := tw.cli[tw.findClient("inf00")].readGood - before
+	if err := tw.Apply(act(models.ActionSetReadAhead, models.SubjectClient, "inf00", map[string]string{"read_ahead_kb": "64"})); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(120)
+	if open("read_ahead_waste", "inf00") || open("client_nic_saturated", "inf00") {
+		t.Fatalf("after setting read-ahead to 64 KiB the waste or the NIC saturation is still open")
+	}
+	if !open("read_ahead_waste", "inf01") {
+		t.Fatalf("inf01 was not changed; its waste record should stay open")
+	}
+	mid := tw.cli[tw.findClient("inf00")].readGood
+	tw.Run(60)
+	if goodAfter := tw.cli[tw.findClient("inf00")].readGood - mid; goodAfter < goodBefore*1.5 {
+		t.Fatalf("inf00 goodput %.3g B/min before the fix and %.3g after; want the fix to raise it", goodBefore, goodAfter)
 	}
 }

@@ -78,6 +78,7 @@ type Twin struct {
 	dsUaddr   []string // DS universal addresses
 
 	truth []TruthRecord
+	sat   []satState
 
 	// ground truth of GPU idle time: [cause][subject index]
 	idleTotal  [numCauses][]float64
@@ -160,6 +161,8 @@ type client struct {
 	wrExems     float64
 	errors      float64
 	readGood    float64 // bytes applications read (after read-ahead waste)
+	raWaste     float64 // this tick: request size of a random reader the read-ahead overshoots, 0 none
+	raRec       int     // open read_ahead_waste truth record, -1 none
 	opens       float64
 	layoutStats float64
 }
@@ -330,6 +333,7 @@ func (t *Twin) build() error {
 				ra:       g.ReadAheadKB * 1024,
 				rsize:    g.RsizeKB * 1024,
 				nicBW:    g.NICGbps * 1e9 / 8,
+				raRec:    -1,
 				addr:     fmt.Sprintf("10.2.%d.%d", n/250, n%250+1),
 			}
 			for k := 0; k < g.GPUs; k++ {
@@ -379,6 +383,7 @@ func (t *Twin) build() error {
 	for i := range t.dev {
 		t.dev[i].smart = newSmart(&t.dev[i])
 	}
+	t.initSaturation()
 	// datasets
 	for _, d := range sc.Datasets {
 		p := poolIdx[d.Pool]
