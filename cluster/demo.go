@@ -90,13 +90,11 @@ type DemoSummary struct {
 
 // Demo is a running demo; its MDS keeps serving after Run until Stop.
 type Demo struct {
-	opts  DemoOptions
-	tw    *twin.Twin
-	mds   *MDS
-	svc   *layoutstats.Service
-	hub   *StripeHub
-	buf   bytes.Buffer
-	batch ingest.Batch
+	opts DemoOptions
+	tw   *twin.Twin
+	mds  *MDS
+	svc  *layoutstats.Service
+	hub  *StripeHub
 
 	twMu     sync.Mutex // serialises access to tw from concurrent sources
 	mu       sync.Mutex
@@ -164,7 +162,6 @@ func (d *Demo) MDS() *MDS { return d.mds }
 func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 	o := &d.opts
 	env := &AnalysisEnv{Stripes: d.hub, Act: d.act}
-	d.mds.Extra.Stages = func(st *storage.Embedded) []Stage { return nil }
 	var stages []Stage
 	var acts []Actuator
 	d.mds.Extra.Sources = d.sources()
