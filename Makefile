@@ -20,8 +20,10 @@ test:
 	$(GO) test -count=1 -timeout 20m ./...
 
 # Soak and fuzz runs that do not fit the CI budget.
+FUZZTIME ?= 2m
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...
+	$(GO) test -run '^$$' -fuzz FuzzParseText -fuzztime $(FUZZTIME) ./storage/ingest
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
