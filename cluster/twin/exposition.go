@@ -149,6 +149,10 @@ func appendFloat(b []byte, v float64) []byte {
 }
 
 func escapeHelp(b *strings.Builder, s string) {
+	if strings.IndexAny(s, "\\\n") < 0 {
+		b.WriteString(s)
+		return
+	}
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\\':
@@ -162,6 +166,10 @@ func escapeHelp(b *strings.Builder, s string) {
 }
 
 func escapeLabel(b *strings.Builder, s string) {
+	if strings.IndexAny(s, "\\\n\"") < 0 {
+		b.WriteString(s)
+		return
+	}
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\\':
