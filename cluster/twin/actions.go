@@ -311,14 +311,14 @@ func (t *Twin) addMigrationFlows() {
 		sd, dd := &t.dev[m.src], &t.dev[m.dst]
 		f := flow{src: srcMigration, err: -1, owner: mi, stripe: m.stripe, rec: -1, dev: m.src, want: want, demand: want, lim: -1, req: req, amp: 1, slowDev: -1}
 		if sd.ds == dd.ds {
-			f.res = [6]int32{m.src, m.dst}
-			f.coef = [6]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true)}
-			f.n = 2
+			f.res = [maxPath]int32{m.src, m.dst, int32(t.spaceBase) + m.dst}
+			f.coef = [maxPath]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true), 1}
+			f.n = 3
 		} else {
 			sb, db := t.dsBase+slotsPerHost*int(sd.ds), t.dsBase+slotsPerHost*int(dd.ds)
-			f.res = [6]int32{m.src, int32(sb + slotNICTx), int32(sb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), m.dst}
-			f.coef = [6]float64{t.devCoef(m.src, req, false), 1, 1, 1, 1, t.devCoef(m.dst, req, true)}
-			f.n = 6
+			f.res = [maxPath]int32{m.src, int32(sb + slotNICTx), int32(sb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), m.dst, int32(t.spaceBase) + m.dst}
+			f.coef = [maxPath]float64{t.devCoef(m.src, req, false), 1, 1, 1, 1, t.devCoef(m.dst, req, true), 1}
+			f.n = 7
 		}
 		t.flows = append(t.flows, f)
 	}

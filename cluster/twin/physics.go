@@ -41,10 +41,10 @@ type flow struct {
 	stripe  int32
 	rec     int32
 	dev     int32
-	res     [6]int32
-	coef    [6]float64
-	want    float64 // wire bytes wanted
-	demand  float64 // wire bytes after the stream's concurrency cap
+	res     [maxPath]int32
+	coef    [maxPath]float64 // units of the resource per byte
+	want    float64          // wire bytes wanted
+	demand  float64          // wire bytes after the stream's concurrency cap
 	served  float64
 	lim     int32 // limiting resource, -1 none
 	req     float64
@@ -53,6 +53,11 @@ type flow struct {
 	slowNet int32 // the network resource whose queue dominates it, -1 none
 	errSubj int32 // subject index an error is blamed on
 }
+
+// maxPath is the most resources a flow crosses: a copy between data
+// servers reads a device, crosses two NICs and two ports, writes a device
+// and takes its free space.
+const maxPath = 7
 
 // nfsTimeout is how long a request to a lost data server hangs before the
 // client gives up with EIO: the flex-files layout driver's default
@@ -240,13 +245,14 @@ func (t *Twin) addStreamFlows(si int32) {
 		}
 		db := t.dsBase + slotsPerHost*int(dv.ds)
 		if write {
-			f.res = [6]int32{int32(cb + slotNICTx), int32(cb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), d}
-			f.coef = [6]float64{1, 1, 1, 1, c.wInv + c.wOver*invReq}
+			f.res = [maxPath]int32{int32(cb + slotNICTx), int32(cb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), d, int32(t.spaceBase) + d}
+			f.coef = [maxPath]float64{1, 1, 1, 1, c.wInv + c.wOver*invReq, 1}
+			f.n = 6
 		} else {
-			f.res = [6]int32{d, int32(db + slotNICTx), int32(db + slotPortIn), int32(cb + slotPortOut), int32(cb + slotNICRx)}
-			f.coef = [6]float64{c.rInv + c.rOver*invReq, 1, 1, 1, 1}
+			f.res = [maxPath]int32{d, int32(db + slotNICTx), int32(db + slotPortIn), int32(cb + slotPortOut), int32(cb + slotNICRx)}
+			f.coef = [maxPath]float64{c.rInv + c.rOver*invReq, 1, 1, 1, 1}
+			f.n = 5
 		}
-		f.n = 5
 	}
 }
 
@@ -320,7 +326,7 @@ func (t *Twin) updateDevices() {
 	// network resources queue the same way; each host keeps the worst of
 	// its NIC and port directions, which multiplies the round trip of
 	// every request through it
-	for r := t.dsBase; r < len(t.resCap); r++ {
+	for r := t.dsBase; r < t.spaceBase; r++ {
 		c := t.resCap[r]
 		target := 1.0
 		if c > 0 {
@@ -537,6 +543,8 @@ func (t *Twin) causeOfRes(r int32) int8 {
 	switch {
 	case int(r) < t.dsBase:
 		return causeDevice
+	case int(r) >= t.spaceBase:
+		return causeIOError // no space left
 	case int(r) < t.cliBase:
 		if (int(r)-t.dsBase)%slotsPerHost < slotPortIn {
 			return causeDSNIC
@@ -572,7 +580,7 @@ func (t *Twin) endTick(now float64) {
 			dv.fullRec = -1
 		}
 	}
-	for r := t.dsBase; r < len(t.resUsed); r++ {
+	for r := t.dsBase; r < t.spaceBase; r++ {
 		t.resTotal[r] += t.resUsed[r]
 	}
 	t.trackSaturation(now)

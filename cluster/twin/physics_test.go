@@ -64,6 +64,10 @@ func act(kind models.ActionKind, sk models.SubjectKind, id string, params map[st
 
 func TestServedNeverExceedsLimits(t *testing.T) {
 	for _, name := range []string{"mixed", "hot-shard", "checkpoint-storm", "capacity-pressure"} {
+		ticks := 1500
+		if name == "capacity-pressure" {
+			ticks = 100 * 60 // until the scratch pool is full
+		}
 		sc, err := LoadScenario(name)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +77,7 @@ func TestServedNeverExceedsLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		moved := false
-		for i := 0; i < 1500; i++ {
+		for i := 0; i < ticks; i++ {
 			tw.Step()
 			if i == 700 && !moved { // migrations must obey the limits too
 				if err := tw.Apply(act(models.ActionEvacuateDevice, models.SubjectDevice, "ds01/nvme1n1", nil)); err != nil {

@@ -118,6 +118,8 @@ func (t *Twin) subjectOf(cause, s int) models.Subject {
 		return subjectJob(t.sc.Workloads[s-len(t.resCap)].Name)
 	case s < t.dsBase:
 		return models.Subject{Kind: models.SubjectDevice, ID: t.dev[s].name}
+	case s >= t.spaceBase:
+		return models.Subject{Kind: models.SubjectDevice, ID: t.dev[s-t.spaceBase].name}
 	case s < t.cliBase:
 		h := (s - t.dsBase) / slotsPerHost
 		if (s-t.dsBase)%slotsPerHost >= slotPortIn {

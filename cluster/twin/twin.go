@@ -58,7 +58,9 @@ type Twin struct {
 	// resources: devices first, then 4 per DS, then 4 per client.
 	resCap, resLoad, resUsed, resScale []float64
 	resTotal                           []float64 // bytes carried since start (network resources)
-	dsBase, cliBase                    int
+	// devices first, then 4 per DS, then 4 per client, then the free
+	// space of each device (bytes)
+	dsBase, cliBase, spaceBase int
 
 	flows []flow
 	dtk   []devTick
@@ -345,7 +347,8 @@ func (t *Twin) build() error {
 	// resources
 	t.dsBase = len(t.dev)
 	t.cliBase = t.dsBase + slotsPerHost*len(t.ds)
-	nRes := t.cliBase + slotsPerHost*len(t.cli)
+	t.spaceBase = t.cliBase + slotsPerHost*len(t.cli)
+	nRes := t.spaceBase + len(t.dev)
 	t.resCap = make([]float64, nRes)
 	t.resLoad = make([]float64, nRes)
 	t.resUsed = make([]float64, nRes)
