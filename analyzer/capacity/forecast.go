@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 	"gonum.org/v1/gonum/stat/distuv"
 
 	"github.com/ballast-io/ballast/analyzer/internal/robust"
@@ -30,7 +31,8 @@ const day = 24 * time.Hour
 // Options tune the forecast. The zero value of every field means its
 // default (DefaultOptions).
 type Options struct {
-	// Window is how much history is fitted; default 14 days.
+	// Window is how much history is fitted; default 15 days (so that two
+	// weeks fit and the weekly cycle can be modelled).
 	Window time.Duration
 	// HalfLife is the age at which a reading weighs half as much as the
 	// newest in the trend fit; default 3 days. Shorter follows changes in
@@ -66,7 +68,7 @@ type Options struct {
 // DefaultOptions returns the defaults documented on Options.
 func DefaultOptions() Options {
 	return Options{
-		Window: 14 * day, HalfLife: 3 * day, Periods: []time.Duration{day, 7 * day},
+		Window: 15 * day, HalfLife: 3 * day, Periods: []time.Duration{day, 7 * day},
 		Harmonics: 3, Coverage: 0.9, Horizon: 365 * day, Levels: DefaultLevels,
 		MinHistory: 2 * time.Hour, FindingHorizon: 30 * day, CriticalWithin: 7 * day,
 	}
@@ -278,9 +280,13 @@ func (m *model) row(x float64, dst []float64) {
 func (m *model) mean(x float64) float64 {
 	r := make([]float64, len(m.beta))
 	m.row(x, r)
+	return dot(r, m.beta)
+}
+
+func dot(a, b []float64) float64 {
 	s := 0.0
-	for i, b := range m.beta {
-		s += b * r[i]
+	for i := range a {
+		s += a[i] * b[i]
 	}
 	return s
 }
@@ -425,7 +431,7 @@ func (m *model) solve(x, u []float64, halfLife float64) error {
 		}
 		m.beta = append(m.beta[:0], beta.RawVector().Data...)
 		for i := range x {
-			res[i] = u[i] - mat.Dot(X.RowView(i), &beta)
+			res[i] = u[i] - dot(X.RawRowView(i), m.beta)
 		}
 		scale := recentScale(res, w)
 		if scale <= 0 {
@@ -578,7 +584,7 @@ func detectSteps(x, u []float64, periods []float64, gap float64) []float64 {
 		if len(steps) == maxSteps {
 			break
 		}
-		if c.i+1 < hold || c.i+1+hold > n || recurs(c) {
+		if c.i+1 < hold || c.i+1+hold > n || recurs(c) || nearAny(x[c.i+1], steps, hold*gap*1.5) {
 			continue
 		}
 		before := robust.Median(append([]float64(nil), u[c.i+1-hold:c.i+1]...))
@@ -592,11 +598,27 @@ func detectSteps(x, u []float64, periods []float64, gap float64) []float64 {
 	return steps
 }
 
+// minCalibration is the number of in-sample errors (about two origins'
+// worth) from which the empirical error model is trusted alone.
+const minCalibration = 60
+
+// nearAny reports whether x is within d of any of xs. A shift spread over
+// a few readings gives several large jumps; it is one step.
+func nearAny(x float64, xs []float64, d float64) bool {
+	for _, v := range xs {
+		if math.Abs(x-v) <= d {
+			return true
+		}
+	}
+	return false
+}
+
 // calibrate sets the error model sd(h)² = a² + b²h² from the model's own
 // errors: the same fit is repeated at origins 12 h, 24 h, … back inside the
 // history and its errors on the readings after each origin are regressed on
-// [1, h²]. a² is floored by the residual variance and b² by the analytic
-// slope variance.
+// [1, h²]. a² is floored by the residual variance; b² by the analytic
+// slope variance when there are fewer than minCalibration errors. With
+// enough errors the band multiplier z becomes their empirical quantile.
 func calibrate(m *model, x, u []float64, opt Options) {
 	var e2, h2 []float64
 	const stride = 0.5 // days
@@ -622,9 +644,48 @@ func calibrate(m *model, x, u []float64, opt Options) {
 			e2, h2 = append(e2, e*e), append(h2, h*h)
 		}
 	}
-	a2, b2 := nnls2(e2, h2)
+	a2, b2 := robustNNLS2(e2, h2)
 	m.a2 = math.Max(a2, m.sigma*m.sigma)
-	m.b2 = math.Max(b2, m.slopeSE*m.slopeSE)
+	if len(e2) < minCalibration {
+		// Too little history to see the model's own errors: fall back on
+		// the analytic slope error, which the residuals' autocorrelation
+		// makes wide (conservative).
+		b2 = math.Max(b2, m.slopeSE*m.slopeSE)
+	}
+	m.b2 = b2
+	if len(e2) >= minCalibration {
+		// The errors are not normal (level shifts, unmodelled bursts give
+		// them heavy tails and a narrow core), so the band's multiplier is
+		// the empirical Coverage-quantile of the standardised errors rather
+		// than the normal quantile.
+		r := make([]float64, len(e2))
+		for i := range e2 {
+			r[i] = math.Sqrt(e2[i] / (m.a2 + m.b2*h2[i]))
+		}
+		sort.Float64s(r)
+		m.z = stat.Quantile(opt.Coverage, stat.Empirical, r, nil)
+	}
+}
+
+// robustNNLS2 fits e2 ≈ a + b·h2 (a, b ≥ 0), then refits twice leaving
+// out errors beyond three of the fitted standard deviations: one unmodelled
+// event (a clean-up inside the calibration span) should widen the interval
+// it happened in, not every interval after it.
+func robustNNLS2(e2, h2 []float64) (a, b float64) {
+	a, b = nnls2(e2, h2)
+	for iter := 0; iter < 2; iter++ {
+		var ke, kh []float64
+		for i := range e2 {
+			if e2[i] <= 9*(a+b*h2[i]) {
+				ke, kh = append(ke, e2[i]), append(kh, h2[i])
+			}
+		}
+		if len(ke) < len(e2)/2 {
+			break
+		}
+		a, b = nnls2(ke, kh)
+	}
+	return a, b
 }
 
 // nnls2 fits e2 ≈ a + b·h2 with a, b ≥ 0 by least squares.
@@ -657,7 +718,9 @@ func nnls2(e2, h2 []float64) (a, b float64) {
 }
 
 // crossings searches the mean path and the band for the first time each
-// level is reached, on a 10-minute grid for two weeks and hourly after.
+// level is reached, on a 10-minute grid for two weeks and hourly after
+// (finer when a fitted cycle is shorter than two hours), interpolating
+// between grid points.
 func crossings(m *model, last float64, opt Options) []Crossing {
 	inf := Days(math.Inf(1))
 	out := make([]Crossing, len(opt.Levels))
@@ -672,13 +735,34 @@ func crossings(m *model, last float64, opt Options) []Crossing {
 	}
 	horizon := opt.Horizon.Hours() / 24
 	r := make([]float64, len(m.beta))
-	for x := 0.0; x <= horizon && open > 0; {
+	at := func(x float64) (mu, band float64) {
 		m.row(x, r)
-		mu := 0.0
-		for i, b := range m.beta {
-			mu += b * r[i]
+		return dot(r, m.beta), m.z * m.sd(x)
+	}
+	// The grid resolves the shortest fitted cycle (twelve steps a cycle),
+	// so a checkpoint peak is not stepped over; a crossing between two grid
+	// points is placed by linear interpolation.
+	fine := 1.0 / 144
+	for _, p := range m.periods {
+		fine = math.Min(fine, p/12)
+	}
+	cross := func(prevX, prevV, x, v, l float64) Days {
+		if x == 0 || v == prevV {
+			return Days(x)
 		}
-		band := m.z * m.sd(x)
+		return Days(prevX + (l-prevV)/(v-prevV)*(x-prevX))
+	}
+	var pm, pb, px float64
+	for k, x := 0, 0.0; x <= horizon && open > 0; k++ {
+		if k > 0 {
+			px = x
+			if x < 14 {
+				x = float64(k) * fine
+			} else {
+				x += math.Min(1.0/24, fine)
+			}
+		}
+		mu, band := at(x)
 		for i := range out {
 			c := &out[i]
 			if c.Reached || c.DaysHi.Finite() {
@@ -686,21 +770,17 @@ func crossings(m *model, last float64, opt Options) []Crossing {
 			}
 			l := c.Level.Ratio
 			if !c.DaysLow.Finite() && mu+band >= l {
-				c.DaysLow = Days(x)
+				c.DaysLow = cross(px, pm+pb, x, mu+band, l)
 			}
 			if !c.Days.Finite() && mu >= l {
-				c.Days = Days(x)
+				c.Days = cross(px, pm, x, mu, l)
 			}
 			if mu-band >= l {
-				c.DaysHi = Days(x)
+				c.DaysHi = cross(px, pm-pb, x, mu-band, l)
 				open--
 			}
 		}
-		if x < 14 {
-			x += 1.0 / 144
-		} else {
-			x += 1.0 / 24
-		}
+		pm, pb = mu, band
 	}
 	return out
 }
