@@ -206,6 +206,7 @@ func (t *Twin) evacuate(d, dst int32, id string) error {
 	}
 	t.dev[d].draining = true
 	var errs []error
+	queued := 0
 	for s := range t.stripes {
 		st := &t.stripes[s]
 		if st.dev != d || st.moving || (st.bytes == 0 && t.files[st.file].dataset < 0) {
@@ -213,7 +214,12 @@ func (t *Twin) evacuate(d, dst int32, id string) error {
 		}
 		if err := t.queueMove(int32(s), dst, id); err != nil {
 			errs = append(errs, err)
+		} else {
+			queued++
 		}
+	}
+	if queued == 0 && len(errs) > 0 {
+		t.dev[d].draining = false // nothing could move: leave the device as it was
 	}
 	return errors.Join(errs...)
 }

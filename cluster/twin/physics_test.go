@@ -480,3 +480,34 @@ func TestFailingDriveSMARTMoves(t *testing.T) {
 		t.Fatalf("truth for the drive: %v; want failing_drive and drive_failed", kinds)
 	}
 }
+
+// TestReplacingFailingDriveAvoidsErrors replaces the degrading drive with
+// a spare before it fails: its stripes move, and its failure then costs no
+// I/O errors. (Evacuating it instead is refused here: every file already
+// has a component on each of the four drives.)
+func TestReplacingFailingDriveAvoidsErrors(t *testing.T) {
+	tw := build(t, strings.Replace(failingDrive, "drives: 2, pool: fast", "drives: 2, spares: 1, pool: fast", 1))
+	tw.Run(30 * 60)
+	if err := tw.Apply(act(models.ActionEvacuateDevice, models.SubjectDevice, "ds01/nvme1n1", nil)); err == nil {
+		t.Fatal("evacuating a drive whose files cover every drive of the pool was accepted")
+	}
+	if err := tw.Apply(act(models.ActionPromoteSpare, models.SubjectDevice, "ds01/nvme1n1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(45 * 60) // the drive fails at 70 min
+	d := tw.findDevice("ds01/nvme1n1")
+	if !tw.dev[d].failed {
+		t.Fatal("the drive did not fail")
+	}
+	for s := range tw.stripes {
+		if tw.stripes[s].dev == d && tw.stripes[s].bytes > 0 {
+			t.Fatalf("stripe %s still on the evacuated drive", tw.stripeID(int32(s)))
+		}
+	}
+	if e := tw.GPUStats().IOErrors; e != 0 {
+		t.Fatalf("%v I/O errors after evacuating the drive before it failed; want 0", e)
+	}
+	if u := gpuUtil(tw, 60, "gpu"); u < 0.99 {
+		t.Fatalf("GPU utilisation %.3f after the evacuated drive failed; want ≥ 0.99", u)
+	}
+}
