@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
@@ -196,4 +197,35 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 		})
 	}
 	return out
+}
+
+// DeviceName returns the drive name of a pNFS device id (hex) the twin
+// issued, or "" for an unknown id. Scoring uses it to map device ids of
+// LAYOUTSTATS-derived series and findings back to drive names.
+func (t *Twin) DeviceName(id string) string {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) != 16 || !strings.EqualFold(hexID(0x62616c6c, 0x61737400, 0), id[:24]) {
+		return ""
+	}
+	d := binary.BigEndian.Uint32(b[12:])
+	if int(d) >= len(t.dev) {
+		return ""
+	}
+	return t.dev[d].name
+}
+
+// StripeOfHandle returns the stripe ("<file>#<k>") whose component file
+// handle (hex) the twin issued, or "" for an unknown handle. Like
+// DeviceName it is for scoring: the MDS knows which file a handle belongs
+// to, so an analyzer's stripe can be matched to hot_shard truth.
+func (t *Twin) StripeOfHandle(fh string) string {
+	b, err := hex.DecodeString(fh)
+	if err != nil || len(b) != 16 || binary.BigEndian.Uint32(b) != 0x01000700 {
+		return ""
+	}
+	f, k := binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint32(b[8:])
+	if int(f) >= len(t.files) || k >= uint32(t.files[f].n) {
+		return ""
+	}
+	return t.stripeID(t.files[f].first + int32(k))
 }

@@ -425,3 +425,33 @@ func TestReadAheadFixClosesWaste(t *testing.T) {
 		t.Fatalf("inf00 goodput %.3g B/min before the fix and %.3g after; want the fix to raise it", goodBefore, goodAfter)
 	}
 }
+
+func TestIdentifiersMapBack(t *testing.T) {
+	tw, err := New(mustLoad(t, "hot-shard"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(11 * 60)
+	hot := 0
+	for _, b := range tw.LayoutStats() {
+		for _, r := range b.Reports {
+			dev := tw.DeviceName(r.DeviceID)
+			st := tw.StripeOfHandle(r.LayoutUpdate.FHandle)
+			if dev == "" || st == "" {
+				t.Fatalf("report %+v does not map back (device %q, stripe %q)", r, dev, st)
+			}
+			if got := tw.dev[tw.stripes[tw.findStripe(st)].dev].name; got != dev {
+				t.Fatalf("stripe %s is on %s but its report names %s", st, got, dev)
+			}
+			if strings.HasPrefix(st, "imagenet/shard-00017#") {
+				hot++
+			}
+		}
+	}
+	if hot == 0 {
+		t.Fatal("no report about the hot shard a minute into the fault")
+	}
+	if tw.DeviceName("00") != "" || tw.StripeOfHandle("zz") != "" {
+		t.Fatal("garbage ids mapped to something")
+	}
+}
