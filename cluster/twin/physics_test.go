@@ -110,13 +110,19 @@ workloads:
 `
 
 func TestAmpleStorageKeepsGPUsBusy(t *testing.T) {
-	tw := build(t, ampleStorage)
-	if u := gpuUtil(tw, 600, "gpu"); u < 0.99 {
-		t.Fatalf("GPU utilisation %.4f with storage far above demand; want ≥ 0.99", u)
-	}
-	g := tw.GPUStats()
-	if g.UtilMean < 0.99 {
-		t.Fatalf("GPUStats utilisation %.4f; want ≥ 0.99", g.UtilMean)
+	for _, tick := range []string{"1s", "250ms", "5s"} {
+		tw := build(t, strings.Replace(ampleStorage, "name: ample", "name: ample\ntick: "+tick, 1))
+		n := int(600 / tw.dt)
+		if u := gpuUtil(tw, n, "gpu"); u < 0.99 {
+			t.Fatalf("tick %s: GPU utilisation %.4f with storage far above demand; want ≥ 0.99", tick, u)
+		}
+		g := tw.GPUStats()
+		if g.UtilMean < 0.99 {
+			t.Fatalf("tick %s: GPUStats utilisation %.4f; want ≥ 0.99", tick, g.UtilMean)
+		}
+		if g.AllocatedSeconds < 16*590 || g.AllocatedSeconds > 16*610 {
+			t.Fatalf("tick %s: %v allocated GPU-seconds in 600 s with 16 GPUs", tick, g.AllocatedSeconds)
+		}
 	}
 }
 
