@@ -85,7 +85,8 @@ type Options struct {
 	MinPeers   int           // peers needed for a fair share [5]
 	// Floors are absolute minimums below which a measure never counts as
 	// hot, so an idle cluster's 3 IOPS against 1 is not a hotspot
-	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency].
+	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency]. A subject whose
+	// utilisation is known and below its floor is never hot.
 	Floors        [numMetrics]float64
 	CriticalRatio float64 // load / median at which severity is critical [3]
 
@@ -96,7 +97,11 @@ type Options struct {
 	// StripeEnterRatio and StripeExitRatio replace EnterRatio and ExitRatio
 	// for stripes, whose loads are naturally skewed (popular files) [3, 2].
 	StripeEnterRatio, StripeExitRatio float64
-	MinStripeShare                    float64 // smallest share of a device's heat for a stripe to be named [0.02]
+	// StripeDeviceUtil is the utilisation a stripe's device must have (when
+	// the device's load is known) for the stripe to be hot: a popular
+	// stripe on a device with room to spare harms nobody [0.5].
+	StripeDeviceUtil float64
+	MinStripeShare   float64 // smallest share of a device's heat for a stripe to be named [0.02]
 }
 
 func (o Options) withDefaults() Options {
@@ -114,6 +119,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MinStripeShare, 0.02)
 	def(&o.StripeEnterRatio, 3)
 	def(&o.StripeExitRatio, 2)
+	def(&o.StripeDeviceUtil, 0.5)
 	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002} {
 		def(&o.Floors[i], d)
 	}
@@ -163,11 +169,12 @@ type stripeLabel struct {
 	stripe, device, ds string
 }
 
-// tickStripe is one stripe's share of the current tick: bytes, bytes/s and
-// the index of a delta that names it.
+// tickStripe is one stripe's share of the current tick: bytes, read and
+// write bytes/s, and the index of a delta that names it.
 type tickStripe struct {
-	bytes, rate float64
-	idx         int32
+	bytes float64
+	rate  [2]float64 // read, write
+	idx   int32
 }
 
 // last is what the detector remembers of a subject's most recent hot tick.
@@ -196,6 +203,7 @@ type Detector struct {
 	dsHeat   map[string]float64     // decayed bytes per DS id
 	tick     map[uint64]tickStripe  // the current tick per stripe key
 	order    []uint64               // keys of tick in first-seen order
+	devUtil  map[string]float64     // this tick's utilisation per device id
 	digest   *xxhash.Digest
 	lastTick time.Time
 
@@ -230,6 +238,7 @@ func New(opts Options) (*Detector, error) {
 		devHeat: map[string]float64{},
 		dsHeat:  map[string]float64{},
 		tick:    map[uint64]tickStripe{},
+		devUtil: map[string]float64{},
 		digest:  xxhash.New(),
 		groups:  map[groupKey][]int{},
 	}, nil
@@ -239,14 +248,17 @@ func New(opts Options) (*Detector, error) {
 // file handle, the same whichever client reported it.
 func StripeID(d *models.StripeDelta) string { return d.DeviceID + "/" + d.FileHandle }
 
-// stripeBytes is the bytes a delta moved, preferring the completed counts.
-func stripeBytes(d *models.StripeDelta) float64 {
-	b := d.Read.BytesCompleted + d.Write.BytesCompleted
-	if b == 0 {
-		b = d.Read.Bytes + d.Write.Bytes
+// dirBytes is the bytes one direction of a delta moved, preferring the
+// completed count.
+func dirBytes(io *models.StripeIO) float64 {
+	if io.BytesCompleted > 0 {
+		return float64(io.BytesCompleted)
 	}
-	return float64(b)
+	return float64(io.Bytes)
 }
+
+// stripeBytes is the bytes a delta moved in both directions.
+func stripeBytes(d *models.StripeDelta) float64 { return dirBytes(&d.Read) + dirBytes(&d.Write) }
 
 // Observe feeds one tick. now must not go backwards.
 func (d *Detector) Observe(now time.Time, in Input) error {
@@ -315,7 +327,9 @@ func (d *Detector) observeStripes(now time.Time, deltas []models.StripeDelta) {
 		ts.bytes += b
 		ts.idx = int32(i)
 		if sec := sd.Duration.Seconds(); sec > 0 {
-			ts.rate += b / sec
+			rd, wr := dirBytes(&sd.Read), dirBytes(&sd.Write)
+			ts.rate[0] += rd / sec
+			ts.rate[1] += wr / sec
 		}
 		d.tick[key] = ts
 		// Deltas usually come grouped by device: sum runs before touching
@@ -349,6 +363,12 @@ func (d *Detector) observeStripes(now time.Time, deltas []models.StripeDelta) {
 
 // observeLoads scores every load against its peer group and steps episodes.
 func (d *Detector) observeLoads(now time.Time, loads []Load) {
+	clear(d.devUtil)
+	for i := range loads {
+		if l := &loads[i]; l.Subject.Kind == models.SubjectDevice && l.Values[Utilization] >= 0 {
+			d.devUtil[l.Subject.ID] = l.Values[Utilization]
+		}
+	}
 	for k, v := range d.groups {
 		d.groups[k] = v[:0]
 	}
@@ -399,6 +419,12 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 			loadE := e[IOPS] || e[BytesPerSec] || e[Utilization]
 			stay := s[IOPS] || s[BytesPerSec] || s[Utilization]
 			enter := loadE || (e[Latency] && stay)
+			// A subject whose utilisation is known and low is not hot,
+			// however far above its peers: in a quiet cluster a little
+			// activity is far above a median of nothing.
+			if u := l.Values[Utilization]; u >= 0 && u < d.opts.Floors[Utilization] {
+				stay = false
+			}
 			if !stay {
 				continue
 			}
@@ -444,24 +470,47 @@ func (d *Detector) remember(key string, best last, l *Load) {
 // observeStripeCandidates scores the hottest stripes of the sketch against
 // the median per-stripe rate of this tick.
 func (d *Detector) observeStripeCandidates(now time.Time) {
-	if len(d.tick) < d.opts.MinPeers {
-		return
+	// Reads are compared with reads and writes with writes: a checkpoint
+	// writes its stripes at hundreds of MB/s each while the dataset's
+	// stripes are read at a few, and that is not a hotspot.
+	var med, mad [2]float64
+	var ok [2]bool
+	for dir := range 2 {
+		d.vals = d.vals[:0]
+		for _, ts := range d.tick {
+			if ts.rate[dir] > 0 {
+				d.vals = append(d.vals, ts.rate[dir])
+			}
+		}
+		if len(d.vals) >= d.opts.MinPeers {
+			med[dir], mad[dir] = robust.MedianMAD(d.vals)
+			ok[dir] = true
+		}
 	}
-	d.vals = d.vals[:0]
-	for _, ts := range d.tick {
-		d.vals = append(d.vals, ts.rate)
-	}
-	med, mad := robust.MedianMAD(d.vals)
+	dirName := [2]string{"read", "write"}
 	for _, e := range d.sketch.Top(nil, d.opts.StripeCandidates) {
-		lb, ok := d.labels[e.Key]
-		if !ok {
+		lb, found := d.labels[e.Key]
+		if !found {
 			continue
 		}
-		r := d.tick[e.Key].rate
-		if !(r >= d.opts.Floors[BytesPerSec]) {
+		if u, known := d.devUtil[lb.device]; known && u < d.opts.StripeDeviceUtil {
 			continue
 		}
-		enter, stay, z, ratio := d.judge(r, med, mad, d.opts.StripeEnterRatio, d.opts.StripeExitRatio)
+		ts := d.tick[e.Key]
+		var best last
+		enter, stay := false, false
+		for dir := range 2 {
+			r := ts.rate[dir]
+			if !ok[dir] || !(r >= d.opts.Floors[BytesPerSec]) {
+				continue
+			}
+			en, st, z, ratio := d.judge(r, med[dir], mad[dir], d.opts.StripeEnterRatio, d.opts.StripeExitRatio)
+			if (en || st) && (!(enter || stay) || z > best.score) {
+				best = last{metric: BytesPerSec, value: r, median: med[dir], mad: mad[dir], score: z, ratio: ratio}
+				best.evidence = []models.Evidence{{Name: "direction", Value: float64(dir), Note: dirName[dir]}}
+			}
+			enter, stay = enter || en, stay || st
+		}
 		if !enter && !stay {
 			continue
 		}
@@ -470,14 +519,15 @@ func (d *Detector) observeStripeCandidates(now time.Time) {
 		if ep := d.tracker.Step(now, key, enter, stay); ep != nil {
 			share := 0.0
 			if h := d.devHeat[lb.device]; h > 0 {
-				share = e.Count / h
+				share = math.Min(1, (e.Count-e.Err)/h)
 			}
-			d.info[key] = &last{subject: s, metric: BytesPerSec, value: r, median: med, mad: mad, score: z, ratio: ratio,
-				evidence: []models.Evidence{
-					{Name: "bytes_per_second", Value: r, Unit: "B/s"},
-					{Name: "heat_bytes", Value: e.Count, Unit: "B", Note: fmt.Sprintf("decayed, half-life %s; overestimate ≤ %.0f", d.opts.HeatHalfLife, e.Err)},
-					{Name: "device_share", Value: share, Unit: "ratio", Note: "device " + lb.device + ", ds " + lb.ds},
-				}}
+			best.subject = s
+			best.evidence = append(best.evidence,
+				models.Evidence{Name: "read_bytes_per_second", Value: ts.rate[0], Unit: "B/s"},
+				models.Evidence{Name: "write_bytes_per_second", Value: ts.rate[1], Unit: "B/s"},
+				models.Evidence{Name: "heat_bytes", Value: e.Count, Unit: "B", Note: fmt.Sprintf("decayed, half-life %s; overestimate ≤ %.0f", d.opts.HeatHalfLife, e.Err)},
+				models.Evidence{Name: "device_share", Value: round(share), Unit: "ratio", Note: "device " + lb.device + ", ds " + lb.ds})
+			d.info[key] = &best
 		}
 	}
 }
