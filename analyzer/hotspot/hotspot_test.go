@@ -204,3 +204,35 @@ func TestOptionsValidated(t *testing.T) {
 		t.Fatal("New with ExitScore above EnterScore: got nil error; want one")
 	}
 }
+
+// TestNotHotspots: a checkpoint writing eight stripes at 40× the read rate
+// of the dataset stripes (writes are compared with writes), a device with 3×
+// its peers' IOPS in a quiet cluster (utilisation below the floor), and a
+// popular stripe on a device with room to spare are not hotspots.
+func TestNotHotspots(t *testing.T) {
+	d, _ := New(Options{})
+	sc := scenario{ticks: 30, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
+		for i := range 8 {
+			stripes = append(stripes, models.StripeDelta{
+				StripeKey: models.StripeKey{Client: "gpu01", DeviceID: devID(i%4, i%5), FileHandle: fmt.Sprintf("ckpt%d", i)},
+				DS:        fmt.Sprintf("ds%02d", i%4), Duration: 10 * time.Second,
+				Write: models.StripeIO{BytesCompleted: 4e9},
+			})
+		}
+		for i := range loads {
+			if loads[i].Subject.Kind == models.SubjectDevice {
+				loads[i].Values[Utilization] = 0.05
+			}
+		}
+		findLoad(loads, devID(0, 2)).Values[IOPS] *= 3
+		for i := range stripes {
+			if stripes[i].DeviceID == devID(2, 2) && stripes[i].FileHandle == "fh03" {
+				stripes[i].Read.BytesCompleted *= 20
+			}
+		}
+		return stripes
+	}}
+	for _, f := range sc.run(t, d) {
+		t.Errorf("unexpected finding %s: %s", f.ID, f.Summary)
+	}
+}
