@@ -220,7 +220,13 @@ func (t *Twin) addStreamFlows(si int32) {
 	if math.IsInf(wantWire, 1) {
 		wantWire = 1e30
 	}
-	demand := min(wantWire, window/lat*t.dt)
+	capWire := window/lat*t.dt + st.credit*amp
+	if st.kind == streamSeqRead {
+		// a file end mid-tick leaves the rest of the tick to the next file:
+		// carry it over instead of losing it
+		st.credit = max(0, min(st.desired*amp, capWire)-wantWire) / amp
+	}
+	demand := min(wantWire, capWire)
 	n := float64(fl.n)
 	cb := t.cliBase + slotsPerHost*int(st.client)
 	perWant, perDemand := wantWire/n, demand/n

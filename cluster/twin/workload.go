@@ -23,9 +23,15 @@ type stream struct {
 	file   int32
 	pos    float64 // bytes done in file
 	want   float64 // goodput wanted this tick, bytes
-	got    float64 // goodput delivered this tick, bytes
-	appReq float64 // application request size, bytes
-	depth  float64 // outstanding application requests
+	// desired is what the stream would want were its file not ending;
+	// credit is the part of last tick a file end left unused, which the
+	// stream may use this tick (it would have opened the next file at
+	// once)
+	desired float64
+	credit  float64
+	got     float64 // goodput delivered this tick, bytes
+	appReq  float64 // application request size, bytes
+	depth   float64 // outstanding application requests
 	// dominant reason the stream got less than it wanted this tick
 	lossAmt   float64
 	lossCause int8
@@ -308,7 +314,8 @@ func (t *Twin) setWants() {
 						st.file, st.pos = t.nextFile(j, st.kind), 0
 						t.cli[st.client].opens++
 					}
-					st.want = min(need/w, t.files[st.file].size-st.pos)
+					st.desired = need / w
+					st.want = min(st.desired, t.files[st.file].size-st.pos)
 				}
 			}
 		default:
@@ -323,8 +330,9 @@ func (t *Twin) setWants() {
 				}
 				want := math.Inf(1)
 				if j.rate > 0 {
-					want = j.rate * j.scale * dt
+					want = j.rate*j.scale*dt + st.credit
 				}
+				st.desired = want
 				if st.kind == streamSeqRead {
 					want = min(want, t.files[st.file].size-st.pos)
 				}
