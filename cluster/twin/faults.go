@@ -20,7 +20,6 @@ type faultState struct {
 	done    bool
 	rec     int
 	hotRecs []int
-	filled  float64
 	fillDev []float64 // bytes this fault wrote to each pool device
 	prog    float64   // failing drive: progress 0..1 at the last tick
 }
@@ -261,7 +260,6 @@ func (t *Twin) endFault(i int, now float64) {
 func (t *Twin) rebootDS(ds int32) {
 	n := &t.ds[ds]
 	n.down = false
-	n.boots++
 	n.rxBytes, n.txBytes, n.nfsdReads, n.nfsdWrites = 0, 0, 0, 0
 	for d := n.firstDev; d < n.firstDev+n.nDev; d++ {
 		dv := &t.dev[d]

@@ -374,7 +374,6 @@ func (t *Twin) settleFlows(now float64) {
 			dv := &t.dev[f.dev]
 			t.bookDevice(f.dev, f.served, 1<<20, true)
 			dv.used = min(dv.capBytes, dv.used+f.served)
-			t.faults[f.owner].filled += f.served
 			t.faults[f.owner].fillDev[f.stripe] += f.served
 			continue
 		case srcCross:

@@ -88,7 +88,6 @@ type Twin struct {
 	minuteOf   int64
 	busySec    float64
 	allocSec   float64
-	pauseSec   float64
 	ioErrors   float64
 }
 
@@ -100,7 +99,6 @@ type dsNode struct {
 	nDev     int32 // includes spares
 	bits     int
 	down     bool
-	boots    int
 	addr     string
 	// NIC counters since boot
 	rxBytes, txBytes float64

@@ -389,7 +389,6 @@ func (t *Twin) settleJobs(now float64) {
 			if paused {
 				gp.busy = 0
 				gp.energyJ += gpuIdleWatts * dt
-				t.pauseSec += dt
 				t.addIdle(causeCheckpoint, len(t.resCap)+ji, dt)
 				continue
 			}
