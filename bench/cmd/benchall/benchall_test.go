@@ -82,6 +82,13 @@ func TestProcParsers(t *testing.T) {
 	if got := parseCPUModel(cpu); got != "AMD EPYC 7B13" {
 		t.Errorf("parseCPUModel = %q", got)
 	}
+	stat := "4739 (bench all) S 4737 4737 1 0 -1 4194304 1000 0 0 0 1234 56 0 0 20 0 9 0 100 1 1 18446744073709551615\n"
+	if got, err := parseStatCPU(stat); err != nil || got != 12900*time.Millisecond {
+		t.Errorf("parseStatCPU = %s, %v; want 12.9s", got, err)
+	}
+	if _, err := parseStatCPU("4739 (x) S 1 2"); err == nil {
+		t.Error("parseStatCPU accepted a truncated stat line")
+	}
 	if got := parseMemTotal("MemTotal:       24558904 kB\nMemFree: 1 kB\n"); got != 24558904*1024 {
 		t.Errorf("parseMemTotal = %d", got)
 	}

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -44,14 +45,38 @@ var (
 	writers      = flag.Int("writers", 2, "concurrent writers: AddRows goroutines and HTTP client goroutines")
 	queryN       = flag.Int("query-requests", 200, "timed requests per query and server")
 	totalTimeout = flag.Duration("timeout", 30*time.Minute, "abort the whole run after this long")
+	only         = flag.String("only", "", "comma-separated subset to run, for diagnosis: raw, ballast-import, ballast-rw, vm-import, vm-rw, query (default: all)")
+	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of this process (raw AddRows, rendering, the client) to this file")
 )
+
+// onlyNames maps -only names to the paths they select.
+var onlyNames = map[string]string{
+	"raw": pathRaw, "ballast-import": pathBallastImport, "ballast-rw": pathBallastRW,
+	"vm-import": pathVMImport, "vm-rw": pathVMRW, "query": "query",
+}
+
+// parseOnly returns the selected paths; nil means all.
+func parseOnly(s string) (map[string]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	sel := map[string]bool{}
+	for _, n := range strings.Split(s, ",") {
+		p, ok := onlyNames[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("flag -only: %q is not one of raw, ballast-import, ballast-rw, vm-import, vm-rw, query", n)
+		}
+		sel[p] = true
+	}
+	return sel, nil
+}
 
 func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run ./bench/cmd/benchall -ballast bin/ballast [-out BENCHMARKS.md] [-quick] [-vm PATH]\n\n"+
 			"Benchmarks ballast's ingest and query paths against raw VictoriaMetrics lib/storage and\n"+
 			"VictoriaMetrics single-node, and rewrites the foundation section of -out.\n\nFlags:\n")
-		for _, name := range []string{"ballast", "out", "quick", "vm", "writers", "query-requests", "timeout"} {
+		for _, name := range []string{"ballast", "out", "quick", "vm", "writers", "query-requests", "timeout", "only", "cpuprofile"} {
 			f := flag.Lookup(name)
 			fmt.Fprintf(flag.CommandLine.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
 		}
@@ -70,6 +95,10 @@ func run() (err error) {
 	}
 	if *writers < 1 || *queryN < 1 {
 		return fmt.Errorf("flags -writers %d and -query-requests %d must be at least 1", *writers, *queryN)
+	}
+	sel, err := parseOnly(*only)
+	if err != nil {
+		return err
 	}
 	bin, err := filepath.Abs(*ballastBin)
 	if err != nil {
@@ -103,8 +132,21 @@ func run() (err error) {
 		}
 	}()
 
-	h := &harness{ballast: bin, tmp: tmp, writers: *writers, client: newClient(*writers)}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cannot create CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cannot start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	h := &harness{ballast: bin, tmp: tmp, writers: *writers, client: newClient(*writers), only: sel}
 	rep := &report{
+		Only:    *only,
 		Command: commandLine(),
 		Started: time.Now().UTC(),
 		Machine: readMachine(),
@@ -139,7 +181,7 @@ func run() (err error) {
 			break
 		}
 	}
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && h.selected("query") {
 		rep.Query = h.runQueries(ctx, queryDataset(*quick, time.Now()), queries(*quick, *queryN))
 	}
 	rep.Finished = time.Now().UTC()
@@ -219,7 +261,8 @@ func queries(quick bool, n int) []querySpec {
 	return []querySpec{
 		{Name: "1 series", Expr: `bench_query{series="0000042"}`, WantSeries: 1, N: n, Budget: time.Minute},
 		{Name: series + " series, sum()", Expr: `sum(bench_query)`, WantSeries: 1, N: n, Budget: time.Minute, Note: "reads every series, answers one"},
-		{Name: series + " series", Expr: `bench_query`, WantSeries: -1, N: n, Budget: time.Minute, Note: "every point of every series in the JSON answer"},
+		// Each answer is ~75 MB of JSON (~1 s), so fewer requests.
+		{Name: series + " series", Expr: `bench_query`, WantSeries: -1, N: min(n, 50), Budget: time.Minute, Note: "every point of every series in the JSON answer"},
 	}
 }
 
@@ -229,7 +272,11 @@ type harness struct {
 	tmp         string
 	writers     int
 	client      *http.Client
+	only        map[string]bool // nil: everything
 }
+
+// selected reports whether path (one of ingestPaths, or "query") runs.
+func (h *harness) selected(path string) bool { return h.only == nil || h.only[path] }
 
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s benchall: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))

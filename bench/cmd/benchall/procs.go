@@ -211,6 +211,48 @@ func parseVmHWM(status string) (int64, error) {
 	return 0, errors.New("cannot find VmHWM in /proc status")
 }
 
+// cpuTime returns the CPU time (user + system, all threads) the process has
+// used so far.
+func (s *server) cpuTime() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("cannot read CPU time of %s: %w", s.kind, err)
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU returns utime + stime of a /proc/PID/stat line. They are in
+// USER_HZ ticks, which the kernel fixes at 100 per second for /proc.
+func parseStatCPU(stat string) (time.Duration, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("cannot parse /proc stat %q: no command field", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("cannot parse /proc stat: %d fields after the command, want at least 13", len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cannot parse /proc stat CPU field %q: %w", v, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100), nil
+}
+
+// selfCPU returns the CPU time this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // stop sends SIGTERM, waits up to stopTimeout for a clean exit (both servers
 // flush to disk), then kills.
 func (s *server) stop() error {

@@ -24,6 +24,18 @@ type ingestResult struct {
 	Note     string        // anything the reader must know about this number
 	Err      error
 	Searched time.Duration // time from the last ack until all rows were found
+	// CPU is the CPU time the storing process used while ingesting: the
+	// server for HTTP paths (the client is not counted), this process for
+	// raw AddRows. 0 if unknown.
+	CPU time.Duration
+}
+
+// CPUPerSample is CPU time per acknowledged sample; 0 if unknown.
+func (r *ingestResult) CPUPerSample() time.Duration {
+	if r == nil || r.Err != nil || r.CPU <= 0 || r.Acked == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Acked)
 }
 
 // Rate is acknowledged samples per second.
@@ -50,6 +62,7 @@ func runRaw(ctx context.Context, d *dataset, p *payloads, dir string, writers in
 	bs := d.Batches()
 	var next, acked atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := selfCPU()
 	start := time.Now()
 	for range writers {
 		wg.Go(func() {
@@ -74,6 +87,7 @@ func runRaw(ctx context.Context, d *dataset, p *payloads, dir string, writers in
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	res.CPU = selfCPU() - cpu0
 	res.Acked = int(acked.Load())
 	if err := ctx.Err(); err != nil {
 		res.Err = fmt.Errorf("raw AddRows on %s interrupted: %w", d.Name, err)

@@ -68,12 +68,14 @@ func (h *harness) runDataset(ctx context.Context, d *dataset) *datasetResult {
 	}
 	samples := d.BatchSamples()
 
-	progress("%s: %s", d.Name, pathRaw)
-	dir := h.newDir("raw")
-	r := runRaw(ctx, d, p, dir, h.writers)
-	dr.Results[pathRaw] = &r
-	os.RemoveAll(dir)
-	progress("%s: %s: %.2f M samples/s", d.Name, pathRaw, r.Rate()/1e6)
+	if h.selected(pathRaw) {
+		progress("%s: %s", d.Name, pathRaw)
+		dir := h.newDir("raw")
+		r := runRaw(ctx, d, p, dir, h.writers)
+		dr.Results[pathRaw] = &r
+		os.RemoveAll(dir)
+		progress("%s: %s: %.2f M samples/s, %s CPU per sample", d.Name, pathRaw, r.Rate()/1e6, r.CPUPerSample())
+	}
 	p.namesRaw = nil
 	runtime.GC()
 
@@ -83,6 +85,9 @@ func (h *harness) runDataset(ctx context.Context, d *dataset) *datasetResult {
 				return dr
 			}
 			key := sys.Name + " " + f.Name
+			if !h.selected(key) {
+				continue
+			}
 			bodies := p.text
 			if f.Name == formatRemoteWrite.Name {
 				bodies = p.rw
@@ -93,7 +98,7 @@ func (h *harness) runDataset(ctx context.Context, d *dataset) *datasetResult {
 			if res.Err != nil {
 				progress("%s: %s failed: %v", d.Name, key, res.Err)
 			} else {
-				progress("%s: %s: %.2f M samples/s, %d of %d stored", d.Name, key, res.Rate()/1e6, res.Stored, res.Samples)
+				progress("%s: %s: %.2f M samples/s, %s CPU per sample, %d of %d stored", d.Name, key, res.Rate()/1e6, res.CPUPerSample(), res.Stored, res.Samples)
 			}
 		}
 	}
@@ -133,7 +138,11 @@ func (h *harness) runHTTP(ctx context.Context, sys system, f format, d *dataset,
 	}
 	res.Note = note
 	u := srv.base + f.Path
+	cpu0, cerr := srv.cpuTime()
 	res.Acked, res.Elapsed, err = pushAll(ctx, h.client, u, hdr, bodies, samples, h.writers)
+	if cpu1, cerr2 := srv.cpuTime(); cerr == nil && cerr2 == nil {
+		res.CPU = cpu1 - cpu0
+	}
 	if err != nil {
 		res.Err = fmt.Errorf("%s %s: %w", sys.Name, f.Name, err)
 		return res
