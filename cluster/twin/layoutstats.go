@@ -34,6 +34,9 @@ type layoutRec struct {
 	rd, wr ioStat
 	// identifiers rendered once per layout (empty until first reported)
 	stateid, fhandle string
+	// sentAt is past the time of the last I/O reported: a report is due
+	// when the layout saw I/O at or after it
+	sentAt float64
 }
 
 // recChunk is how many records one allocation holds: records live in
@@ -133,15 +136,18 @@ func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
 	return l
 }
 
-// LayoutStats returns what every client would send the MDS in LAYOUTSTATS
-// now: one batch per client with I/O in the last minute, one RFC 8435
-// ff_iostats4 report per (layout stateid, device, data server, file
-// handle), counters cumulative since the client got the layout. Batches
-// are in client order and reports in the order the client first used the
-// stripe.
+// LayoutStats returns what the clients send the MDS in LAYOUTSTATS since
+// the previous call: one batch per client, one RFC 8435 ff_iostats4 report
+// per (layout stateid, device, data server, file handle) that saw I/O since
+// it was last reported, counters cumulative since the client got the
+// layout. A layout idle since its last report is not sent again (a client
+// reports the layouts it uses, and a returned layout once more at
+// LAYOUTRETURN). Call it at least once a minute: layouts idle for two
+// minutes are returned and their counters dropped. Batches are in client
+// order, reports in the order the client first used the stripe.
 func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 	now := float64(t.tick) * t.dt
-	recent := func(r *layoutRec) bool { return r.client >= 0 && now-r.last <= layoutRecentWindow && now > r.first }
+	recent := func(r *layoutRec) bool { return r.client >= 0 && r.last >= r.sentAt && now > r.first }
 	// count first so that every batch is allocated once
 	count := make([]int, len(t.cli))
 	for i := 0; i < t.nRecs; i++ {
@@ -195,6 +201,7 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 				Duration: nfsTime(now - r.first),
 			},
 		})
+		r.sentAt = now
 	}
 	return out
 }
