@@ -439,14 +439,21 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			return fmt.Errorf("cannot use utilisation of GPU %q: listed twice", g.ID)
 		}
 		lvl, ok := a.level[g.ID]
-		switch {
-		case !ok || g.Util > lvl:
+		// The level follows utilisation up at once; it sinks slowly, and
+		// only while the loss is not blamed on storage or a checkpoint:
+		// an hour-long storage fault must not teach the GPU that starving
+		// is normal.
+		sink := func() {
+			if ok && dt > 0 && g.Util < lvl {
+				a.level[g.ID] = lvl + (g.Util-lvl)*(1-math.Exp(-dt/a.opts.LevelTau.Seconds()))
+			}
+		}
+		if !ok || g.Util > lvl {
 			a.level[g.ID] = g.Util
-		case dt > 0:
-			a.level[g.ID] = lvl + (g.Util-lvl)*(1-math.Exp(-dt/a.opts.LevelTau.Seconds()))
 		}
 		drop := lvl - g.Util
 		if !ok || dt == 0 || drop < a.opts.MinDrop {
+			sink()
 			continue
 		}
 		lost := drop * dt
@@ -461,6 +468,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		}
 		if len(cs) == 0 {
 			a.lost[NotStorage] += lost
+			sink()
 			continue
 		}
 		for _, c := range cs {
