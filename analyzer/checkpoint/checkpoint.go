@@ -62,7 +62,8 @@ type group struct {
 
 // Detector tracks the write-bandwidth series of many groups (jobs or client
 // groups) and reports their bursts and forecasts. Feed it with Observe and
-// read it with Findings; now must not go backwards.
+// read it with Findings; now must not go backwards. It is not safe for
+// concurrent use.
 type Detector struct {
 	opts   Options
 	groups map[models.Subject]*group

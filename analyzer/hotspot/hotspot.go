@@ -51,7 +51,7 @@ func (m Metric) String() string { return metricNames[m] }
 type Load struct {
 	Subject models.Subject
 	Group   string
-	Values  [numMetrics]float64
+	Values  [numMetrics]float64 // indexed by Metric
 }
 
 // NewLoad returns a Load with every measure unknown, to be filled by index.
@@ -191,6 +191,7 @@ type last struct {
 
 // Detector carries the hotspot state between ticks. Create it with New and
 // drive it with Observe(now, in) then Findings(now), with now increasing.
+// It is not safe for concurrent use.
 type Detector struct {
 	opts    Options
 	tracker *episode.Tracker

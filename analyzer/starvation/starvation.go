@@ -159,7 +159,8 @@ type blame struct {
 }
 
 // Analyzer carries GPU levels, learned latencies and open episodes between
-// ticks. Drive it with Observe(now, in) then Findings(now).
+// ticks. Drive it with Observe(now, in) then Findings(now). It is not safe
+// for concurrent use.
 type Analyzer struct {
 	opts     Options
 	level    map[string]float64 // per GPU

@@ -300,6 +300,7 @@ type group struct {
 
 // Classifier labels windows and tracks each group's class over time. Feed
 // windows in time order per group with Observe; read findings with Findings.
+// It is not safe for concurrent use.
 type Classifier struct {
 	opts    Options
 	groups  map[models.Subject]*group
