@@ -28,8 +28,9 @@ type BacktestOptions struct {
 	Cap float64
 }
 
-func (o BacktestOptions) withDefaults() BacktestOptions {
-	o.Forecast = o.Forecast.withDefaults()
+// WithDefaults returns o with every zero field set to its default.
+func (o BacktestOptions) WithDefaults() BacktestOptions {
+	o.Forecast = o.Forecast.WithDefaults()
 	if o.Warmup <= 0 {
 		o.Warmup = 7 * day
 	}
@@ -100,7 +101,7 @@ type BacktestResult struct {
 // where the level was already reached at the origin or is never reached in
 // the data are left out (the latter counted as censored).
 func Backtest(series []Series, opt BacktestOptions) BacktestResult {
-	opt = opt.withDefaults()
+	opt = opt.WithDefaults()
 	res := BacktestResult{Options: opt, Series: len(series)}
 	for _, s := range series {
 		if len(s.Used) < 2 {

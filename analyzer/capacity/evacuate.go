@@ -94,7 +94,11 @@ func EvacuationCheck(devs []DeviceSeries, atRisk []string, limit float64) []Evac
 				big = ds
 			}
 		}
-		out = append(out, mk(name, "largest DS "+big, append([]string(nil), p.dsDevs[big]...), p, p.dsUsed[big], p.dsCap[big]))
+		what := "largest DS " + big
+		if len(p.dsCap) == 1 {
+			what += " (the pool's only DS)"
+		}
+		out = append(out, mk(name, what, append([]string(nil), p.dsDevs[big]...), p, p.dsUsed[big], p.dsCap[big]))
 		if len(p.riskDevs) > 0 {
 			out = append(out, mk(name, "at-risk drives", p.riskDevs, p, p.riskUsed, p.riskCap))
 		}

@@ -20,7 +20,7 @@ const KindThreshold = "capacity_threshold"
 // predicted within opt.CriticalWithin or the second level is reached,
 // warning otherwise. IDs are stable per subject.
 func Findings(fs []*Forecast, opt Options) []models.Finding {
-	opt = opt.withDefaults()
+	opt = opt.WithDefaults()
 	var out []models.Finding
 	for _, f := range fs {
 		if f == nil || len(f.Crossings) == 0 {
@@ -139,6 +139,9 @@ func fmtBytes(b float64) string { return FormatBytes(b) }
 
 // FormatBytes renders bytes in decimal units: "1.23 TB".
 func FormatBytes(b float64) string {
+	if math.Abs(b) < 0.5 {
+		return "0 B"
+	}
 	units := []string{"B", "kB", "MB", "GB", "TB", "PB", "EB"}
 	v, i := b, 0
 	for math.Abs(v) >= 1000 && i < len(units)-1 {

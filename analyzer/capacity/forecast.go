@@ -77,7 +77,7 @@ func DefaultOptions() Options {
 // WithPeriod returns a copy of o that also fits cycle p (e.g. the
 // checkpoint cadence); p ≤ 0 or already present leaves it unchanged.
 func (o Options) WithPeriod(p time.Duration) Options {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	for _, q := range o.Periods {
 		if q == p {
 			return o
@@ -89,7 +89,8 @@ func (o Options) WithPeriod(p time.Duration) Options {
 	return o
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults returns o with every zero field set to its default.
+func (o Options) WithDefaults() Options {
 	d := DefaultOptions()
 	if o.Window <= 0 {
 		o.Window = d.Window
@@ -295,7 +296,7 @@ func (m *model) sd(h float64) float64 { return math.Sqrt(m.a2 + m.b2*h*h) }
 
 // Fit forecasts series s at now from its readings in (now − Window, now].
 func Fit(s Series, now time.Time, opt Options) (*Forecast, error) {
-	opt = opt.withDefaults()
+	opt = opt.WithDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
