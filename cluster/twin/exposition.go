@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -64,17 +65,19 @@ func writeExposition(w io.Writer, samples []collector.Sample) error {
 		}
 		fams[i] = f
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		sa, sb := &samples[idx[a]], &samples[idx[b]]
-		if sa.Name != sb.Name {
-			return sa.Name < sb.Name
+	// series are unique (checked below), so an unstable sort gives one
+	// order
+	slices.SortFunc(idx, func(a, b int) int {
+		sa, sb := &samples[a], &samples[b]
+		if c := strings.Compare(sa.Name, sb.Name); c != 0 {
+			return c
 		}
-		for _, k := range fams[idx[a]].order {
-			if sa.Values[k] != sb.Values[k] {
-				return sa.Values[k] < sb.Values[k]
+		for _, k := range fams[a].order {
+			if c := strings.Compare(sa.Values[k], sb.Values[k]); c != 0 {
+				return c
 			}
 		}
-		return false
+		return 0
 	})
 	var b strings.Builder
 	b.Grow(len(samples) * 96)
@@ -148,8 +151,19 @@ func appendFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
+// needsEscape reports whether s holds a backslash, a newline or (for
+// label values) a double quote.
+func needsEscape(s string, quote bool) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '\n' || (quote && c == '"') {
+			return true
+		}
+	}
+	return false
+}
+
 func escapeHelp(b *strings.Builder, s string) {
-	if strings.IndexAny(s, "\\\n") < 0 {
+	if !needsEscape(s, false) {
 		b.WriteString(s)
 		return
 	}
@@ -166,7 +180,7 @@ func escapeHelp(b *strings.Builder, s string) {
 }
 
 func escapeLabel(b *strings.Builder, s string) {
-	if strings.IndexAny(s, "\\\n\"") < 0 {
+	if !needsEscape(s, true) {
 		b.WriteString(s)
 		return
 	}

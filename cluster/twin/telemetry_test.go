@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -453,5 +454,27 @@ func TestIdentifiersMapBack(t *testing.T) {
 	}
 	if tw.DeviceName("00") != "" || tw.StripeOfHandle("zz") != "" {
 		t.Fatal("garbage ids mapped to something")
+	}
+}
+
+func TestExpositionEscapesLikeCollector(t *testing.T) {
+	samples := []collector.Sample{
+		{Name: models.MetricNFSClientReadBytes, Values: []string{`/mnt/a "b"`, "srv:/x\\y\nz"}, Value: 1.5e300},
+		{Name: models.MetricNFSClientReadBytes, Values: []string{"/mnt/a", "srv:/x"}, Value: -1},
+		{Name: models.MetricNFSDThreads, Value: 0.1},
+	}
+	var want, got bytes.Buffer
+	if err := collector.WriteText(&want, samples); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeExposition(&got, samples); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("got\n%s\nwant\n%s", got.String(), want.String())
+	}
+	dup := append(samples, samples[1])
+	if err := writeExposition(io.Discard, dup); err == nil {
+		t.Fatal("a duplicate series was written")
 	}
 }
