@@ -16,9 +16,9 @@ const layoutRecentWindow = 60.0
 
 // ioStat is one direction of ff_io_latency4, cumulative, fractional.
 type ioStat struct {
-	opsReq, bytesReq, opsDone, bytesDone, notDelivered, busy, completion float64
-	busyAt                                                               int64   // tick of the last busy-time update
-	busyThis                                                             float64 // busy time added in that tick
+	opsDone, bytesDone, opsFailed, notDelivered, busy, completion float64
+	busyAt                                                        int64   // tick of the last busy-time update
+	busyThis                                                      float64 // busy time added in that tick
 }
 
 // layoutRec is the LAYOUTSTATS counters one client keeps for one stripe
@@ -118,20 +118,23 @@ func nfsTime(sec float64) models.NFSTime4 {
 	return models.NFSTime4FromDuration(time.Duration(math.Round(max(0, sec) * 1e9)))
 }
 
+// latency4 renders the counters. Requested is completed plus failed (no
+// request is in flight between ticks), each floored on its own, so that
+// every rendered counter is monotonic and completed + not delivered =
+// requested exactly.
 func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
+	done, nd := uint64(s.bytesDone), uint64(s.notDelivered)
+	opsDone, opsFailed := uint64(s.opsDone), uint64(s.opsFailed)
 	l := models.FFIOLatency4{
-		OpsRequested:      uint64(s.opsReq),
-		BytesRequested:    uint64(s.bytesReq),
-		OpsCompleted:      uint64(s.opsDone),
-		BytesCompleted:    uint64(s.bytesDone),
-		BytesNotDelivered: uint64(s.notDelivered),
+		OpsRequested:      opsDone + opsFailed,
+		BytesRequested:    done + nd,
+		OpsCompleted:      opsDone,
+		BytesCompleted:    done,
+		BytesNotDelivered: nd,
 		TotalBusyTime:     nfsTime(min(s.busy, dur)),
 	}
 	if l.OpsCompleted > 0 {
 		l.AggregateCompletionTime = nfsTime(s.completion)
-	}
-	if l.BytesNotDelivered > l.BytesRequested-l.BytesCompleted {
-		l.BytesNotDelivered = l.BytesRequested - l.BytesCompleted
 	}
 	return l
 }

@@ -395,15 +395,12 @@ func (t *Twin) settleFlows(now float64) {
 				r := t.rec(f.rec)
 				r.stamp(t, now)
 				notDelivered := min(f.want, t.dt*t.cli[st.client].nicBW/float64(t.files[st.file].n))
+				io := &r.rd
 				if f.write {
-					r.wr.opsReq += notDelivered / f.req
-					r.wr.bytesReq += notDelivered
-					r.wr.notDelivered += notDelivered
-				} else {
-					r.rd.opsReq += notDelivered / f.req
-					r.rd.bytesReq += notDelivered
-					r.rd.notDelivered += notDelivered
+					io = &r.wr
 				}
+				io.opsFailed += notDelivered / f.req
+				io.notDelivered += notDelivered
 			}
 			continue
 		}
@@ -457,8 +454,6 @@ func (t *Twin) settleFlows(now float64) {
 		if f.write {
 			io = &r.wr
 		}
-		io.opsReq += ops
-		io.bytesReq += f.served
 		io.opsDone += ops
 		io.bytesDone += f.served
 		// busy time: at least one request outstanding, at most the tick

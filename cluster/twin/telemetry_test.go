@@ -478,3 +478,33 @@ func TestExpositionEscapesLikeCollector(t *testing.T) {
 		t.Fatal("a duplicate series was written")
 	}
 }
+
+// TestLayoutStatsIngestThroughNodeLoss feeds the real ingest every 10 s
+// while a data server is lost and returns: reads that fail count as bytes
+// not delivered, and no counter may go backwards.
+func TestLayoutStatsIngestThroughNodeLoss(t *testing.T) {
+	tw, err := New(mustLoad(t, "node-loss"), 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := layoutstats.NewIngester(layoutstats.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(19 * 60)
+	notDelivered := uint64(0)
+	for i := 0; i < 6*20; i++ {
+		tw.Run(10)
+		for _, b := range tw.LayoutStats() {
+			if _, err := in.Ingest(tw.Now(), &b); err != nil {
+				t.Fatalf("ingest of %s at %s: %v", b.ClientID, tw.Elapsed(), err)
+			}
+			for _, r := range b.Reports {
+				notDelivered += r.LayoutUpdate.Read.BytesNotDelivered + r.LayoutUpdate.Write.BytesNotDelivered
+			}
+		}
+	}
+	if notDelivered == 0 {
+		t.Fatal("no bytes reported not delivered while ds05 was lost")
+	}
+}
