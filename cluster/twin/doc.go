@@ -29,7 +29,8 @@
 //
 // Telemetry leaves the twin only in the formats real agents produce:
 // RenderNode writes the Prometheus exposition a node's ballast agent would
-// serve (through collector.WriteText and the metric table in models), and
+// serve (from the metric table in models, byte for byte as
+// collector.WriteText encodes it), and
 // LayoutStats returns RFC 8435 ff_iostats4 batches in the models shape.
 // The raw sources are available too (WriteDiskstats, WriteNetDev,
 // WriteMountstats, Smart, GPUs); a test parses the raw /proc files with the
