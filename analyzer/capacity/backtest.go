@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ballast-io/ballast/analyzer/internal/robust"
 )
 
 // BacktestOptions set up a backtest.
@@ -79,7 +81,10 @@ type BacktestBucket struct {
 	N           int
 	MAEBallast  float64
 	MAEBaseline float64
-	Coverage    float64
+	// MedAE… are the median absolute errors, less swayed by the clamp.
+	MedAEBallast  float64
+	MedAEBaseline float64
+	Coverage      float64
 }
 
 // BacktestResult is the outcome of a backtest.
@@ -145,24 +150,28 @@ func Backtest(series []Series, opt BacktestOptions) BacktestResult {
 	}
 	lo := 0.0
 	for _, hi := range opt.Buckets {
-		res.Buckets = append(res.Buckets, score(res.Cases, lo, hi, opt.Cap))
+		res.Buckets = append(res.Buckets, res.Score(lo, hi))
 		lo = hi
 	}
-	res.All = score(res.Cases, 0, math.Inf(1), opt.Cap)
+	res.All = res.Score(0, math.Inf(1))
 	return res
 }
 
-func score(cs []BacktestCase, from, to, cap float64) BacktestBucket {
+// Score aggregates the cases whose true lead time is in (from, to] days.
+func (r *BacktestResult) Score(from, to float64) BacktestBucket {
 	b := BacktestBucket{From: from, To: to}
-	clamp := func(d Days) float64 { return math.Min(float64(d), cap) }
+	clamp := func(d Days) float64 { return math.Min(float64(d), r.Options.Cap) }
 	covered := 0
-	for _, c := range cs {
+	var eb, el []float64
+	for _, c := range r.Cases {
 		if !(c.Actual > from && c.Actual <= to) {
 			continue
 		}
 		b.N++
-		b.MAEBallast += math.Abs(clamp(c.Ballast) - c.Actual)
-		b.MAEBaseline += math.Abs(clamp(c.Baseline) - c.Actual)
+		eb = append(eb, math.Abs(clamp(c.Ballast)-c.Actual))
+		el = append(el, math.Abs(clamp(c.Baseline)-c.Actual))
+		b.MAEBallast += eb[len(eb)-1]
+		b.MAEBaseline += el[len(el)-1]
 		if c.Covered() {
 			covered++
 		}
@@ -170,6 +179,7 @@ func score(cs []BacktestCase, from, to, cap float64) BacktestBucket {
 	if b.N > 0 {
 		b.MAEBallast /= float64(b.N)
 		b.MAEBaseline /= float64(b.N)
+		b.MedAEBallast, b.MedAEBaseline = robust.Median(eb), robust.Median(el)
 		b.Coverage = float64(covered) / float64(b.N)
 	}
 	return b
@@ -180,18 +190,18 @@ func score(cs []BacktestCase, from, to, cap float64) BacktestBucket {
 // the days to the level, their ratio and the interval coverage.
 func (r *BacktestResult) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| true time to level | predictions | MAE ballast (d) | MAE predict_linear 2d (d) | ballast ÷ predict_linear | %.0f %% interval coverage |\n", 100*r.Options.Forecast.Coverage)
-	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| true time to level | predictions | MAE ballast (d) | MAE predict_linear 2d (d) | ballast ÷ predict_linear | median abs error ballast / predict_linear (d) | %.0f %% interval coverage |\n", 100*r.Options.Forecast.Coverage)
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	row := func(name string, k BacktestBucket) {
 		if k.N == 0 {
-			fmt.Fprintf(&b, "| %s | 0 | — | — | — | — |\n", name)
+			fmt.Fprintf(&b, "| %s | 0 | — | — | — | — | — |\n", name)
 			return
 		}
 		ratio := "—"
 		if k.MAEBaseline > 0 {
 			ratio = fmt.Sprintf("%.2f", k.MAEBallast/k.MAEBaseline)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %s | %.1f %% |\n", name, k.N, k.MAEBallast, k.MAEBaseline, ratio, 100*k.Coverage)
+		fmt.Fprintf(&b, "| %s | %d | %.2f | %.2f | %s | %.2f / %.2f | %.1f %% |\n", name, k.N, k.MAEBallast, k.MAEBaseline, ratio, k.MedAEBallast, k.MedAEBaseline, 100*k.Coverage)
 	}
 	for _, k := range r.Buckets {
 		row(fmt.Sprintf("%g–%g d", k.From, k.To), k)

@@ -6,7 +6,9 @@
 // The model (see docs/capacity.md) is fitted per series on the used share
 // of capacity: a local-linear trend (exponentially down-weighted history,
 // so the growth rate follows recent behaviour), a level shift at each
-// persistent step change, and Fourier terms for the daily and weekly cycles
+// persistent step change (with a new growth rate after the latest one once
+// a day of history follows it: a deleted tenant usually stops writing too),
+// and Fourier terms for the daily and weekly cycles
 // and the checkpoint cadence when the history spans at least two of them.
 // The fit is weighted least squares with Huber re-weighting (gonum's QR),
 // so single spikes do not bend the trend. Prediction intervals come from

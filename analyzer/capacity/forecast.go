@@ -249,10 +249,22 @@ type model struct {
 	slopeSE float64 // analytic SE of the slope, widened for rho, ratio/day
 	a2, b2  float64 // error model, ratio² and ratio²/day²
 	z       float64
+	// kink is the x of the latest level shift when the growth rate is
+	// allowed to change there too (hasKink): a deleted tenant usually stops
+	// writing as well.
+	kink    float64
+	hasKink bool
 }
+
+// minKinkSpan is the history after a level shift, in days, from which the
+// growth after it is estimated on its own.
+const minKinkSpan = 1.0
 
 func (m *model) cols() int {
 	n := 2 + len(m.steps)
+	if m.hasKink {
+		n++
+	}
 	for _, h := range m.harm {
 		n += 2 * h
 	}
@@ -269,6 +281,10 @@ func (m *model) row(x float64, dst []float64) {
 		}
 		k++
 	}
+	if m.hasKink {
+		dst[k] = math.Max(0, x-m.kink)
+		k++
+	}
 	for i, p := range m.periods {
 		for h := 1; h <= m.harm[i]; h++ {
 			a := 2 * math.Pi * float64(h) * x / p
@@ -276,6 +292,14 @@ func (m *model) row(x float64, dst []float64) {
 			k += 2
 		}
 	}
+}
+
+// slope is the trend's growth rate at the origin, ratio per day.
+func (m *model) slope() float64 {
+	if m.hasKink {
+		return m.beta[1] + m.beta[2+len(m.steps)]
+	}
+	return m.beta[1]
 }
 
 func (m *model) mean(x float64) float64 {
@@ -318,7 +342,7 @@ func Fit(s Series, now time.Time, opt Options) (*Forecast, error) {
 	f.To = now.Add(time.Duration(x[len(x)-1] * float64(day))).Round(time.Second)
 	f.UsedRatio = u[len(u)-1]
 	f.Used = f.UsedRatio * s.Capacity
-	f.Growth = m.beta[1] * s.Capacity
+	f.Growth = m.slope() * s.Capacity
 	for _, p := range m.periods {
 		f.Periods = append(f.Periods, time.Duration(p*float64(day)).Round(time.Second))
 	}
@@ -382,11 +406,14 @@ func fitModel(x, u []float64, opt Options) (*model, error) {
 		}
 	}
 	m.steps = detectSteps(x, u, all, gap)
+	if n := len(m.steps); n > 0 && x[len(x)-1]-m.steps[n-1] >= minKinkSpan {
+		m.kink, m.hasKink = m.steps[n-1], true
+	}
 	err := m.solve(x, u, opt.HalfLife.Hours()/24)
 	if err != nil && (len(m.periods) > 0 || len(m.steps) > 0) {
 		// Gaps can leave seasonal or step columns without support; a plain
 		// trend still forecasts.
-		m.periods, m.harm, m.steps = nil, nil, nil
+		m.periods, m.harm, m.steps, m.hasKink = nil, nil, nil, false
 		err = m.solve(x, u, opt.HalfLife.Hours()/24)
 	}
 	return m, err
@@ -468,7 +495,12 @@ func (m *model) solve(x, u []float64, halfLife float64) error {
 	var cov mat.Dense
 	cov.Product(&inv, &xtw2x, &inv)
 	infl := (1 + m.rho) / (1 - m.rho)
-	m.slopeSE = math.Sqrt(math.Max(0, cov.At(1, 1))*infl) * m.sigma
+	v := cov.At(1, 1)
+	if m.hasKink {
+		k := 2 + len(m.steps)
+		v += cov.At(k, k) + 2*cov.At(1, k)
+	}
+	m.slopeSE = math.Sqrt(math.Max(0, v)*infl) * m.sigma
 	return nil
 }
 

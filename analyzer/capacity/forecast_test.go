@@ -225,3 +225,33 @@ func TestFitErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFitStepAndSlopeChange: a tenant deleted five days ago also stopped
+// writing, so growth halved at the step; the forecast follows the new
+// growth, not a blend.
+func TestFitStepAndSlopeChange(t *testing.T) {
+	f := func(x float64) float64 {
+		if x < 9 {
+			return 0.4 + 0.02*x
+		}
+		return 0.4 + 0.02*9 - 0.12 + 0.01*(x-9)
+	}
+	s, now := gen(14, 5*time.Minute, f)
+	fc, err := Fit(s, now, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "growth TB/day", fc.Growth/tb, 1, 0.01)
+	// 51 % now, 1 %/day: 85 % in 34 days.
+	near(t, "days to 85%", float64(fc.Crossings[0].Days), 34, 0.2)
+	// A step only hours old keeps the old growth: too little data after it.
+	s2, now2 := gen(9.2, 5*time.Minute, f)
+	fc2, err := Fit(s2, now2, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fc2.Steps) != 1 {
+		t.Fatalf("steps %v; want the one at day 9", fc2.Steps)
+	}
+	near(t, "growth just after the step, TB/day", fc2.Growth/tb, 2, 0.05)
+}

@@ -77,7 +77,7 @@ func CapacityScenario(seed uint64, days int) (*CapacityRun, error) {
 	run.Tenants = []string{
 		fmt.Sprintf("steady tenant %.1f MB/s for the whole run", steady),
 		fmt.Sprintf("working-hours tenant about %.1f MB/s on weekdays 08–19 h, deleted each evening", work),
-		fmt.Sprintf("project tenant %.1f MB/s, all deleted after %s", project, cleanup),
+		fmt.Sprintf("project tenant %.1f MB/s, all deleted after %.1f d", project, cleanup.Hours()/24),
 	}
 	return run, nil
 }

@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/ballast-io/ballast/analyzer/capacity"
+	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/cluster/report"
+	"github.com/ballast-io/ballast/models"
+)
+
+// Default series of `ballast report capacity`. No agent exposes a
+// used-bytes series yet; DefaultUsedMetric is the name the report expects
+// (per drive, labels node and device, optionally pool).
+const (
+	defaultUsedMetric     = "ballast_drive_used_bytes"
+	defaultCapacityMetric = models.MetricDriveCapacity
+)
+
+func init() {
+	register(&command{
+		name:    "report capacity",
+		summary: "write the capacity forecasts report (HTML, markdown, JSON) from the query API",
+		run:     runReportCapacity,
+	})
+	register(&command{
+		name:    "eval capacity",
+		summary: "backtest capacity forecasts against predict_linear on the twin; write a markdown section",
+		run:     runEvalCapacity,
+	})
+}
+
+// reportFlags are the options of `ballast report capacity`.
+type reportFlags struct {
+	url, out, at, usedMetric, capMetric, poolLabel, pools, findings string
+	lookback, step, timeout                                         time.Duration
+	checkpoint                                                      time.Duration
+	noDrives                                                        bool
+}
+
+func runReportCapacity(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "report capacity", `Usage: ballast report capacity --out DIR [--at TIME] [--url URL] [flags]
+
+Reads every drive's used bytes and capacity from a Prometheus-compatible
+query API (a running 'ballast mds' or 'ballast demo --serve'), forecasts
+when each drive, data server, pool and the cluster reaches 85, 90 and 95 %
+with intervals, checks whether each pool can absorb evacuating its largest
+data server and its at-risk drives, and writes DIR/report.html (self-
+contained, inline SVG plots), DIR/report.md and DIR/report.json.
+
+Drives at risk come from the drive-health analyzer run on the drives'
+SMART series in the same API (skip with --no-drive-health) and from
+drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
+	var f reportFlags
+	fs.StringVar(&f.out, "out", "", "folder to write report.html, report.md and report.json into (required)")
+	fs.StringVar(&f.url, "url", "http://127.0.0.1:9750", "base URL of the query API")
+	fs.StringVar(&f.at, "at", "", "report time, RFC 3339 or Unix seconds (default: now)")
+	fs.DurationVar(&f.lookback, "lookback", 15*24*time.Hour, "history read before --at")
+	fs.DurationVar(&f.step, "step", 5*time.Minute, "resolution of the history read")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "limit for all queries together")
+	fs.StringVar(&f.usedMetric, "used-metric", defaultUsedMetric, "series of used bytes per drive (labels node, device)")
+	fs.StringVar(&f.capMetric, "capacity-metric", defaultCapacityMetric, "series of capacity bytes per drive (labels node, device)")
+	fs.StringVar(&f.poolLabel, "pool-label", "pool", "label naming a drive's pool, when the series carry one")
+	fs.StringVar(&f.pools, "pools", "", "pools by node-name prefix when no pool label is set, e.g. scr=scratch,ds=fast (others: default)")
+	fs.DurationVar(&f.checkpoint, "checkpoint-period", 0, "checkpoint cadence to model as a seasonal cycle (0: none)")
+	fs.StringVar(&f.findings, "findings", "", "JSON-lines file of findings; drive_failure_risk and drive_wearout ones mark drives at risk")
+	fs.BoolVar(&f.noDrives, "no-drive-health", false, "do not run drive-health analysis on the SMART series")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.out == "" || fs.NArg() > 0 {
+		return fmt.Errorf("%w: report capacity needs --out and no arguments", errUsage)
+	}
+	if f.lookback <= 0 || f.step <= 0 || f.timeout <= 0 {
+		return fmt.Errorf("%w: --lookback, --step and --timeout must be positive", errUsage)
+	}
+	at, err := parseAt(f.at, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	prefixes, err := parsePools(f.pools)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	client, err := api.NewClient(api.Config{Address: f.url})
+	if err != nil {
+		return fmt.Errorf("cannot use query API %q: %w", f.url, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	q := &apiReader{api: promv1.NewAPI(client), url: f.url}
+	devs, err := q.devices(ctx, f, at, prefixes)
+	if err != nil {
+		return err
+	}
+	in := report.Input{At: at, Source: f.url, UsedMetric: f.usedMetric, CapacityMetric: f.capMetric, Devices: devs,
+		Options: capacity.DefaultOptions().WithPeriod(f.checkpoint)}
+	if !f.noDrives {
+		risks, note, err := q.driveRisks(ctx, at, f.lookback)
+		if err != nil {
+			return err
+		}
+		in.AtRisk = append(in.AtRisk, risks...)
+		in.Notes = append(in.Notes, note)
+	}
+	if f.findings != "" {
+		risks, err := readRiskFindings(f.findings)
+		if err != nil {
+			return err
+		}
+		in.AtRisk = append(in.AtRisk, risks...)
+		in.Notes = append(in.Notes, fmt.Sprintf("Drives at risk also from the findings in %s.", f.findings))
+	}
+	in.AtRisk = matchDevices(dedupeRisks(in.AtRisk), devs)
+	if err := report.Render(f.out, in); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.stderr, "wrote %s/report.html, report.md, report.json (%d drives, %d at risk)\n", f.out, len(devs), len(in.AtRisk))
+	return nil
+}
+
+// parseAt reads an RFC 3339 time or Unix seconds; empty means now.
+func parseAt(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return now.UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse --at %q: want RFC 3339 (2026-03-14T10:00:00Z) or Unix seconds", s)
+}
+
+// parsePools reads "prefix=pool,…".
+func parsePools(s string) ([][2]string, error) {
+	var out [][2]string
+	if s == "" {
+		return nil, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("cannot parse --pools entry %q: want prefix=pool", kv)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	// Longest prefix first, so "scr" does not take "scratch01" from "scratch".
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i][0]) > len(out[j][0]) })
+	return out, nil
+}
+
+// apiReader reads series through the Prometheus HTTP API.
+type apiReader struct {
+	api promv1.API
+	url string
+}
+
+func (q *apiReader) rangeQuery(ctx context.Context, expr string, r promv1.Range) (model.Matrix, error) {
+	v, _, err := q.api.QueryRange(ctx, expr, r)
+	if err != nil {
+		return nil, fmt.Errorf("cannot query %q from %s: %w", expr, q.url, err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("cannot query %q from %s: got a %s, want a matrix", expr, q.url, v.Type())
+	}
+	return m, nil
+}
+
+func driveKey(m model.Metric) string {
+	return string(m["node"]) + "/" + string(m["device"])
+}
+
+// devices reads the used and capacity series and joins them per drive.
+func (q *apiReader) devices(ctx context.Context, f reportFlags, at time.Time, prefixes [][2]string) ([]capacity.DeviceSeries, error) {
+	r := promv1.Range{Start: at.Add(-f.lookback), End: at, Step: f.step}
+	used, err := q.rangeQuery(ctx, f.usedMetric, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(used) == 0 {
+		return nil, fmt.Errorf("cannot build the capacity report: %s has no series %s between %s and %s (does any agent expose used bytes?)",
+			q.url, f.usedMetric, r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339))
+	}
+	caps, err := q.rangeQuery(ctx, f.capMetric, r)
+	if err != nil {
+		return nil, err
+	}
+	capOf := map[string]float64{}
+	for _, s := range caps {
+		if n := len(s.Values); n > 0 {
+			capOf[driveKey(s.Metric)] = float64(s.Values[n-1].Value)
+		}
+	}
+	var out []capacity.DeviceSeries
+	var missing []string
+	for _, s := range used {
+		key := driveKey(s.Metric)
+		c, ok := capOf[key]
+		if !ok || !(c > 0) {
+			missing = append(missing, key)
+			continue
+		}
+		d := capacity.DeviceSeries{Device: key, DS: string(s.Metric["node"]), Capacity: c,
+			Pool: poolOf(s.Metric, f.poolLabel, prefixes)}
+		for _, p := range s.Values {
+			d.Used = append(d.Used, capacity.Point{T: p.Timestamp.Time().UTC(), V: float64(p.Value)})
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cannot build the capacity report: no %s series for the drives of %s (first: %s)", f.capMetric, f.usedMetric, missing[0])
+	}
+	return out, nil
+}
+
+func poolOf(m model.Metric, label string, prefixes [][2]string) string {
+	if p := string(m[model.LabelName(label)]); p != "" {
+		return p
+	}
+	node := string(m["node"])
+	for _, kv := range prefixes {
+		if strings.HasPrefix(node, kv[0]) {
+			return kv[1]
+		}
+	}
+	return "default"
+}
+
+// smartFields maps the drive and NVMe health series to drive-health
+// observation fields, converting from base units (ratios, seconds) to the
+// log page's (percent, minutes, hours).
+var smartFields = []struct {
+	metric string
+	set    func(o *drivehealth.Observation, v float64)
+}{
+	{models.MetricNVMeAvailableSpare, func(o *drivehealth.Observation, v float64) { o.AvailableSpare = 100 * v }},
+	{models.MetricNVMeAvailableSpareThresh, func(o *drivehealth.Observation, v float64) { o.SpareThreshold = 100 * v }},
+	{models.MetricNVMePercentageUsed, func(o *drivehealth.Observation, v float64) { o.PercentageUsed = 100 * v }},
+	{models.MetricNVMeMediaErrors, func(o *drivehealth.Observation, v float64) { o.MediaErrors = v }},
+	{models.MetricNVMeErrorLogEntries, func(o *drivehealth.Observation, v float64) { o.ErrLogEntries = v }},
+	{models.MetricNVMeUnsafeShutdowns, func(o *drivehealth.Observation, v float64) { o.UnsafeShutdowns = v }},
+	{models.MetricNVMeWarningTempTime, func(o *drivehealth.Observation, v float64) { o.WarningTempMinutes = v / 60 }},
+	{models.MetricNVMeCriticalTempTime, func(o *drivehealth.Observation, v float64) { o.CriticalTempMinutes = v / 60 }},
+	{models.MetricDriveTemperature, func(o *drivehealth.Observation, v float64) { o.TemperatureC = v }},
+	{models.MetricDrivePowerOn, func(o *drivehealth.Observation, v float64) { o.PowerOnHours = v / 3600 }},
+	{models.MetricDriveSmartHealthy, func(o *drivehealth.Observation, v float64) { o.SMARTPassed = v }},
+}
+
+// driveRisks reads the drives' NVMe health series hourly over lookback,
+// runs the drive-health rules and model on each drive's history and
+// returns the drives with a drive_failure_risk or drive_wearout finding.
+func (q *apiReader) driveRisks(ctx context.Context, at time.Time, lookback time.Duration) ([]report.DriveRisk, string, error) {
+	r := promv1.Range{Start: at.Add(-lookback), End: at, Step: time.Hour}
+	hist := map[string]map[int64]*drivehealth.Observation{}
+	obs := func(key string, ts int64) *drivehealth.Observation {
+		m := hist[key]
+		if m == nil {
+			m = map[int64]*drivehealth.Observation{}
+			hist[key] = m
+		}
+		o := m[ts]
+		if o == nil {
+			ob := drivehealth.NewObservation(time.UnixMilli(ts).UTC(), drivehealth.ProtocolNVMe)
+			o = &ob
+			m[ts] = o
+		}
+		return o
+	}
+	for _, sf := range smartFields {
+		m, err := q.rangeQuery(ctx, sf.metric, r)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, s := range m {
+			for _, p := range s.Values {
+				sf.set(obs(driveKey(s.Metric), int64(p.Timestamp)), float64(p.Value))
+			}
+		}
+	}
+	// The critical-warning byte is one series per bit.
+	cw, err := q.rangeQuery(ctx, models.MetricNVMeCriticalWarning, r)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, s := range cw {
+		bit := -1
+		for i, name := range models.NVMeCriticalWarningBits {
+			if string(s.Metric["bit"]) == name {
+				bit = i
+			}
+		}
+		if bit < 0 {
+			continue
+		}
+		for _, p := range s.Values {
+			o := obs(driveKey(s.Metric), int64(p.Timestamp))
+			if math.IsNaN(o.CriticalWarning) {
+				o.CriticalWarning = 0
+			}
+			if p.Value > 0 {
+				o.CriticalWarning += float64(int(1) << bit)
+			}
+		}
+	}
+	m, err := drivehealth.DefaultModel()
+	if err != nil {
+		return nil, "", err
+	}
+	opt := drivehealth.DefaultRuleOptions()
+	keys := make([]string, 0, len(hist))
+	for k := range hist {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []report.DriveRisk
+	for _, k := range keys {
+		var h []drivehealth.Observation
+		for _, o := range hist[k] {
+			h = append(h, *o)
+		}
+		sort.Slice(h, func(i, j int) bool { return h[i].Time.Before(h[j].Time) })
+		a := drivehealth.Assess(h, at, m, opt)
+		for _, fd := range drivehealth.Findings(models.Subject{Kind: models.SubjectDevice, ID: k}, a, m, at) {
+			out = append(out, report.DriveRisk{Device: k, Kind: fd.Kind, Severity: fd.Severity, Risk: a.Risk, Summary: fd.Summary})
+		}
+	}
+	note := fmt.Sprintf("Drives at risk: drive-health rules and model (analyzer/drivehealth) on %d drives' hourly NVMe health series over the last %s.", len(keys), lookback)
+	return out, note, nil
+}
+
+// readRiskFindings reads JSON-lines findings and keeps the drive ones.
+func readRiskFindings(path string) ([]report.DriveRisk, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open findings %q: %w", path, err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	var out []report.DriveRisk
+	for n := 1; ; n++ {
+		var fd models.Finding
+		if err := dec.Decode(&fd); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("cannot read finding %d of %q: %w", n, path, err)
+		}
+		if fd.Kind != drivehealth.KindFailureRisk && fd.Kind != drivehealth.KindWearout || fd.Subject.Kind != models.SubjectDevice || !fd.Active() {
+			continue
+		}
+		out = append(out, report.DriveRisk{Device: fd.Subject.ID, Kind: fd.Kind, Severity: fd.Severity, Risk: fd.Score, Summary: fd.Summary})
+	}
+}
+
+// dedupeRisks keeps one entry per drive and kind, the riskiest.
+func dedupeRisks(rs []report.DriveRisk) []report.DriveRisk {
+	best := map[string]report.DriveRisk{}
+	var keys []string
+	for _, r := range rs {
+		k := r.Device + "|" + r.Kind
+		if b, ok := best[k]; !ok || r.Risk > b.Risk {
+			if !ok {
+				keys = append(keys, k)
+			}
+			best[k] = r
+		}
+	}
+	out := make([]report.DriveRisk, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, best[k])
+	}
+	return out
+}
+
+// matchDevices renames at-risk drives to the used-bytes series' device
+// names: health series name the controller (ds01/nvme2), used bytes may
+// name its namespace (ds01/nvme2n1).
+func matchDevices(rs []report.DriveRisk, devs []capacity.DeviceSeries) []report.DriveRisk {
+	have := map[string]bool{}
+	for _, d := range devs {
+		have[d.Device] = true
+	}
+	for i := range rs {
+		if !have[rs[i].Device] && have[rs[i].Device+"n1"] {
+			rs[i].Device += "n1"
+		}
+	}
+	return rs
+}
+
+func runEvalCapacity(_ context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "eval capacity", `Usage: ballast eval capacity --out FILE [--seeds 1,2,3,4,5] [--days 30]
+
+Simulates the cluster twin's capacity-pressure scenario, stretched to
+--days days with seeded tenants (see docs/capacity.md), once per seed,
+backtests the capacity forecast against predict_linear over 2 days on the
+scratch pool's used bytes, and writes the markdown section committed as
+docs/eval/capacity.md. Takes about 10 s of CPU per seed.`)
+	out := fs.String("out", "", "where to write the markdown (required; - for stdout)")
+	seedList := fs.String("seeds", "1,2,3,4,5", "twin seeds, comma-separated")
+	days := fs.Int("days", 30, "simulated days per run")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() > 0 {
+		return fmt.Errorf("%w: eval capacity needs --out and no arguments", errUsage)
+	}
+	var seeds []uint64
+	for _, s := range strings.Split(*seedList, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: cannot parse --seeds entry %q: want a non-negative integer", errUsage, s)
+		}
+		seeds = append(seeds, v)
+	}
+	if *days < 9 {
+		return fmt.Errorf("%w: --days %d is too short: the backtest needs 7 days of warm-up after a 1-day burn-in and at least a day to score", errUsage, *days)
+	}
+	res, err := report.EvalCapacity(report.EvalOptions{Seeds: seeds, Days: *days}, nil)
+	if err != nil {
+		return err
+	}
+	return writeOut(env, *out, res.WriteMarkdown)
+}

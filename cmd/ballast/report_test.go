@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster/report"
+	"github.com/ballast-io/ballast/models"
+)
+
+// capacityExposition renders four scratch drives on two nodes (960 GB
+// each, 50 % full at start, +1 %/day) every 15 minutes for 4 days up to
+// end, their capacity, and NVMe health series in which scr01/nvme1 has its
+// reliability critical-warning bit set.
+func capacityExposition(end time.Time) []string {
+	var chunks []string
+	var b strings.Builder
+	start := end.Add(-96 * time.Hour)
+	for ts := start; !ts.After(end); ts = ts.Add(15 * time.Minute) {
+		x := ts.Sub(start).Hours() / 24
+		ms := ts.UnixMilli()
+		for _, node := range []string{"scr00", "scr01"} {
+			for _, dev := range []string{"nvme0", "nvme1"} {
+				l := fmt.Sprintf(`node=%q,device=%q,serial="S-%s-%s",model="sim"`, node, dev, node, dev)
+				fmt.Fprintf(&b, "ballast_drive_used_bytes{%s,pool=\"scratch\"} %d %d\n", l, int64(960e9*(0.5+0.01*x)), ms)
+				fmt.Fprintf(&b, "%s{%s} %d %d\n", models.MetricDriveCapacity, l, int64(960e9), ms)
+				if ts.Minute() != 0 {
+					continue
+				}
+				bad := node == "scr01" && dev == "nvme1"
+				for _, bit := range models.NVMeCriticalWarningBits {
+					v := 0
+					if bad && bit == "reliability" && x > 2 {
+						v = 1
+					}
+					fmt.Fprintf(&b, "%s{%s,bit=%q} %d %d\n", models.MetricNVMeCriticalWarning, l, bit, v, ms)
+				}
+				fmt.Fprintf(&b, "%s{%s} 1 %d\n", models.MetricNVMeAvailableSpare, l, ms)
+				fmt.Fprintf(&b, "%s{%s} 0.1 %d\n", models.MetricNVMeAvailableSpareThresh, l, ms)
+				fmt.Fprintf(&b, "%s{%s} 0.02 %d\n", models.MetricNVMePercentageUsed, l, ms)
+				fmt.Fprintf(&b, "%s{%s} 0 %d\n", models.MetricNVMeMediaErrors, l, ms)
+			}
+		}
+		if b.Len() > 1<<20 {
+			chunks = append(chunks, b.String())
+			b.Reset()
+		}
+	}
+	return append(chunks, b.String())
+}
+
+// TestReportCapacityFromMDS runs `ballast report capacity` against a real
+// `ballast mds` on loopback holding four days of drive series.
+func TestReportCapacityFromMDS(t *testing.T) {
+	p := startMDS(t, t.TempDir())
+	end := time.Now().Add(-time.Hour).Truncate(15 * time.Minute).UTC()
+	for _, chunk := range capacityExposition(end) {
+		p.importText(t, chunk)
+	}
+	p.waitCount(t, "ballast_drive_used_bytes", end, 4)
+	dir := t.TempDir()
+	if msg, err := runCmd(t, "report capacity", "--url", "http://"+p.addr, "--at", end.Format(time.RFC3339),
+		"--lookback", "96h", "--step", "15m", "--out", dir); err != nil {
+		t.Fatalf("report capacity: %v\n%s", err, msg)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Devices) != 4 || len(r.Pools) != 1 || r.Pools[0].Subject.ID != "scratch" {
+		t.Fatalf("devices %d, pools %+v; want 4 drives in pool scratch", len(r.Devices), r.Pools)
+	}
+	pool := r.Pools[0]
+	// 54 % now, +1 %/day: 85 % in 31 days.
+	if d := float64(pool.Crossings[0].Days); d < 29 || d > 33 {
+		t.Errorf("scratch reaches 85 %% in %.2f d; want about 31", d)
+	}
+	if len(r.AtRisk) != 1 || r.AtRisk[0].Device != "scr01/nvme1" || r.AtRisk[0].Kind != "drive_failure_risk" {
+		t.Errorf("at risk %+v; want scr01/nvme1 drive_failure_risk from its critical warning", r.AtRisk)
+	}
+	var risk bool
+	for _, e := range r.Evacuations {
+		risk = risk || (e.What == "at-risk drives" && len(e.Members) == 1 && e.Moved > 500e9)
+	}
+	if !risk {
+		t.Errorf("evacuations %+v; want one for the at-risk drive moving about 520 GB", r.Evacuations)
+	}
+	for _, f := range []string{"report.html", "report.md"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestReportCapacityErrors(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	cases := []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{}, true, "needs --out"},
+		{[]string{"--out", t.TempDir(), "--at", "yesterday"}, true, `cannot parse --at "yesterday"`},
+		{[]string{"--out", t.TempDir(), "--pools", "scr"}, true, `cannot parse --pools entry "scr"`},
+		{[]string{"--out", t.TempDir(), "--step", "0s"}, true, "must be positive"},
+		{[]string{"--out", t.TempDir(), "--url", closed, "--timeout", "5s"}, false, "cannot query \"ballast_drive_used_bytes\" from " + closed},
+	}
+	for _, c := range cases {
+		msg, err := runCmd(t, "report capacity", c.args...)
+		if err == nil {
+			t.Errorf("%q: no error", c.args)
+			continue
+		}
+		if errors.Is(err, errUsage) != c.usage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v (usage %v) %s; want %q, usage %v", c.args, err, errors.Is(err, errUsage), msg, c.want, c.usage)
+		}
+	}
+}
+
+func TestReportCapacityNoUsedSeries(t *testing.T) {
+	p := startMDS(t, t.TempDir())
+	_, err := runCmd(t, "report capacity", "--url", "http://"+p.addr, "--out", t.TempDir(), "--no-drive-health")
+	if err == nil || !strings.Contains(err.Error(), "has no series ballast_drive_used_bytes") {
+		t.Errorf("got %v; want an error saying no used-bytes series exists", err)
+	}
+}
+
+func TestEvalCapacityShort(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "capacity.md")
+	if msg, err := runCmd(t, "eval capacity", "--out", out, "--seeds", "2", "--days", "10"); err != nil {
+		t.Fatalf("eval capacity: %v\n%s", err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Capacity forecasting: backtest against predict_linear", "| **all** |", "- seed 2:", "**Real capacity series.** None"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("evaluation lacks %q:\n%s", want, b)
+		}
+	}
+	if _, err := runCmd(t, "eval capacity", "--out", out, "--days", "5"); !errors.Is(err, errUsage) {
+		t.Errorf("--days 5: got %v; want a usage error", err)
+	}
+}
+
+// TestCapacityEvalDocCurrent regenerates docs/eval/capacity.md (5 seeds ×
+// 30 simulated days, about a minute of CPU) and compares; it runs only with
+// BALLAST_LONG_TESTS=1 or -update-capacity-eval, which rewrites the file.
+func TestCapacityEvalDocCurrent(t *testing.T) {
+	if os.Getenv("BALLAST_LONG_TESTS") == "" && !*updateCapacityEval {
+		t.Skip("takes about a minute; set BALLAST_LONG_TESTS=1 (or -update-capacity-eval to rewrite docs/eval/capacity.md)")
+	}
+	doc := "../../docs/eval/capacity.md"
+	out := filepath.Join(t.TempDir(), "capacity.md")
+	if msg, err := runCmd(t, "eval capacity", "--out", out); err != nil {
+		t.Fatalf("eval capacity: %v\n%s", err, msg)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateCapacityEval {
+		if err := os.WriteFile(doc, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Error("docs/eval/capacity.md is stale; run go test ./cmd/ballast -run TestCapacityEvalDocCurrent -update-capacity-eval")
+	}
+}
+
+var updateCapacityEval = flag.Bool("update-capacity-eval", false, "rewrite docs/eval/capacity.md from `ballast eval capacity`")
