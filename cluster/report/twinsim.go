@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
+	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/cluster/twin"
 )
 
@@ -20,6 +21,9 @@ type CapacityRun struct {
 	Pool   string
 	// AllPools samples every pool's drives, not only Pool's.
 	AllPools bool
+	// Health, when set, is filled with every sampled drive's SMART
+	// history, read hourly from the same raw NVMe source.
+	Health   map[string][]drivehealth.Observation
 	Tenants  []string // what fills the pool, in words
 	Scenario *twin.Scenario
 }
@@ -121,12 +125,15 @@ func (run *CapacityRun) Simulate() ([]capacity.DeviceSeries, error) {
 		}
 		return nil
 	}
-	every := int(run.Sample / run.Tick)
+	every, hourly := int(run.Sample/run.Tick), int(time.Hour/run.Tick)
 	for k := 0; tw.Elapsed() < run.Scenario.Duration; k++ {
 		if k%every == 0 && tw.Elapsed() >= run.BurnIn {
 			if err := sample(); err != nil {
 				return nil, err
 			}
+		}
+		if run.Health != nil && k%hourly == 0 {
+			run.sampleHealth(tw, pools)
 		}
 		tw.Step()
 	}
@@ -135,6 +142,36 @@ func (run *CapacityRun) Simulate() ([]capacity.DeviceSeries, error) {
 		out = append(out, *byDev[id])
 	}
 	return out, nil
+}
+
+// sampleHealth appends one SMART observation per drive of the sampled
+// pools to run.Health.
+func (run *CapacityRun) sampleHealth(tw *twin.Twin, pools map[string]string) {
+	for _, n := range tw.Nodes() {
+		if n.Role != twin.RoleDS || (!run.AllPools && pools[n.Name] != run.Pool) {
+			continue
+		}
+		sm, err := tw.Smart(n.Name)
+		if err != nil {
+			continue
+		}
+		for _, h := range sm {
+			if !h.Up {
+				continue
+			}
+			o := drivehealth.NewObservation(tw.Now(), drivehealth.ProtocolNVMe)
+			o.SMARTPassed = 1
+			if h.CriticalWarning != 0 {
+				o.SMARTPassed = 0
+			}
+			o.CriticalWarning, o.AvailableSpare, o.SpareThreshold = float64(h.CriticalWarning), h.AvailableSpare, h.SpareThreshold
+			o.PercentageUsed, o.MediaErrors, o.ErrLogEntries = h.PercentageUsed, h.MediaErrors, h.ErrorLogEntries
+			o.TemperatureC, o.WarningTempMinutes, o.CriticalTempMinutes = h.TemperatureC, h.WarningTempMinutes, h.CriticalTempMinutes
+			o.UnsafeShutdowns, o.PowerOnHours = h.UnsafeShutdowns, h.PowerOnHours
+			id := n.Name + "/" + h.Namespace
+			run.Health[id] = append(run.Health[id], o)
+		}
+	}
 }
 
 // dsPools maps data-server names to pools from the scenario's topology
