@@ -91,6 +91,10 @@ type Options struct {
 	CommonCause    float64       // share of unhealthy children that makes the parent the cause [0.5]
 	ExitAfter      time.Duration // blame-free time after which a finding closes [60s]
 	CriticalGPUs   int           // GPUs starved at once for severity critical [8]
+	// PathMemory is how long a node's read path and the topology above it
+	// are remembered: a DS that went down serves no bytes, so the current
+	// tick alone would drop it from the path of the nodes waiting on it [5m].
+	PathMemory time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -112,6 +116,7 @@ func (o Options) withDefaults() Options {
 	d(&o.LevelTau, 30*time.Minute)
 	d(&o.LatencyTau, 10*time.Minute)
 	d(&o.ExitAfter, time.Minute)
+	d(&o.PathMemory, 5*time.Minute)
 	if o.CriticalGPUs == 0 {
 		o.CriticalGPUs = 8
 	}
@@ -170,6 +175,14 @@ type Analyzer struct {
 	closed   []models.Finding
 	lost     map[string]float64 // cumulative GPU-seconds by cause key
 	last     time.Time
+	paths    map[string]map[models.Subject]float64 // remembered read shares per node
+	parents  map[models.Subject]remembered         // remembered topology
+}
+
+// remembered is a parent link and when it was last seen.
+type remembered struct {
+	parent models.Subject
+	seen   time.Time
 }
 
 // New returns an analyzer with opts (zero values take the defaults).
@@ -181,6 +194,7 @@ func New(opts Options) (*Analyzer, error) {
 	return &Analyzer{
 		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
 		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{},
+		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]remembered{},
 	}, nil
 }
 
@@ -203,9 +217,33 @@ type topo struct {
 	commonCause float64
 }
 
-func (a *Analyzer) buildTopo(dt float64, hs []Health) (*topo, error) {
+func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, error) {
 	t := &topo{health: map[models.Subject]*Health{}, state: map[models.Subject]state{},
 		children: map[models.Subject][]models.Subject{}, commonCause: a.opts.CommonCause}
+	// Subjects missing now but seen within PathMemory keep their place in
+	// the tree, with unknown (so healthy) state.
+	for s, r := range a.parents {
+		if now.Sub(r.seen) > a.opts.PathMemory {
+			delete(a.parents, s)
+		}
+	}
+	seenNow := make(map[models.Subject]bool, len(hs))
+	for i := range hs {
+		seenNow[hs[i].Subject] = true
+		if hs[i].Parent.ID != "" {
+			a.parents[hs[i].Subject] = remembered{parent: hs[i].Parent, seen: now}
+		}
+	}
+	var stale []models.Subject
+	for s := range a.parents {
+		if !seenNow[s] {
+			stale = append(stale, s)
+		}
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].String() < stale[j].String() })
+	for _, s := range stale {
+		hs = append(hs, Health{Subject: s, Parent: a.parents[s].parent, Util: math.NaN(), Latency: math.NaN()})
+	}
 	for i := range hs {
 		h := &hs[i]
 		if h.Subject.Kind == "" || h.Subject.ID == "" {
@@ -414,17 +452,26 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	if !a.last.IsZero() {
 		dt = now.Sub(a.last).Seconds()
 	}
-	t, err := a.buildTopo(dt, in.Health)
-	if err != nil {
-		return err
-	}
-	byNode := map[string][]Path{}
 	for _, p := range in.Paths {
 		if !(p.Share >= 0 && p.Share <= 1) {
 			return fmt.Errorf("cannot use storage path of node %q through %q: share %v is outside [0, 1]", p.Node, p.Subject, p.Share)
 		}
-		byNode[p.Node] = append(byNode[p.Node], p)
 	}
+	seen := map[models.Subject]bool{}
+	for i, h := range in.Health {
+		if seen[h.Subject] {
+			return fmt.Errorf("cannot use storage health of %q: listed twice", h.Subject)
+		}
+		if h.Subject.Kind == "" || h.Subject.ID == "" {
+			return fmt.Errorf("cannot use storage health entry %d: empty subject", i)
+		}
+		seen[h.Subject] = true
+	}
+	t, err := a.buildTopo(now, dt, append([]Health(nil), in.Health...))
+	if err != nil {
+		return err
+	}
+	byNode := a.rememberPaths(dt, in.Paths)
 	ckpt := map[string]bool{}
 	for _, j := range in.Checkpointing {
 		ckpt[j] = true
@@ -484,6 +531,45 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	}
 	a.last = now
 	return nil
+}
+
+// rememberPaths blends this tick's paths into each node's remembered shares
+// (an exponential moving average with time constant PathMemory) and returns
+// them per node, sorted by subject.
+func (a *Analyzer) rememberPaths(dt float64, paths []Path) map[string][]Path {
+	keep := 0.0
+	if dt > 0 {
+		keep = math.Exp(-dt / a.opts.PathMemory.Seconds())
+	}
+	for _, m := range a.paths {
+		for s, w := range m {
+			m[s] = w * keep
+		}
+	}
+	for _, p := range paths {
+		m := a.paths[p.Node]
+		if m == nil {
+			m = map[models.Subject]float64{}
+			a.paths[p.Node] = m
+		}
+		m[p.Subject] += (1 - keep) * p.Share
+	}
+	out := make(map[string][]Path, len(a.paths))
+	for node, m := range a.paths {
+		for s, w := range m {
+			if w < 1e-3 {
+				delete(m, s)
+				continue
+			}
+			out[node] = append(out[node], Path{Node: node, Subject: s, Share: w})
+		}
+		if len(m) == 0 {
+			delete(a.paths, node)
+		}
+		ps := out[node]
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Subject.String() < ps[j].Subject.String() })
+	}
+	return out
 }
 
 // charge books lost GPU-seconds of g on culprit c.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ type cluster struct {
 	order  []models.Subject
 	util   map[string]float64 // per node
 	ckpt   []string
+	// lost is a DS that is down: its stripes report nothing, so they drop
+	// out of the health list and of the paths of the nodes reading them.
+	lost string
 }
 
 func newCluster() *cluster {
@@ -55,11 +59,17 @@ func newCluster() *cluster {
 func (c *cluster) input() Input {
 	var in Input
 	for _, s := range c.order {
+		if c.lost != "" && s.Kind == models.SubjectStripe && strings.HasPrefix(s.ID, c.lost+"/") {
+			continue
+		}
 		in.Health = append(in.Health, *c.health[s])
 	}
 	for n := range 4 {
 		node := fmt.Sprintf("n%d", n)
 		for v := range 4 {
+			if c.lost == fmt.Sprintf("ds%d", n) {
+				break
+			}
 			for s := range 3 {
 				in.Paths = append(in.Paths, Path{Node: node, Subject: subj(models.SubjectStripe, fmt.Sprintf("ds%d/nvme%d/fh%d", n, v, s)), Share: 1.0 / 12})
 			}
@@ -95,6 +105,7 @@ var phases = []phase{
 		c.util["n1"] = 0.4
 	}},
 	{"DS lost", "ds:ds2", func(c *cluster) {
+		c.lost = "ds2"
 		c.health[subj(models.SubjectDS, "ds2")].Down = true
 		for v := range 4 {
 			c.health[subj(models.SubjectDevice, fmt.Sprintf("ds2/nvme%d", v))].Down = true
