@@ -136,6 +136,47 @@ func TestVerdicts(t *testing.T) {
 	}
 }
 
+// TestTargets checks that the verdicts follow the measurements.
+func TestTargets(t *testing.T) {
+	res := func(samplesPerSec float64, cpuPerSample time.Duration) *ingestResult {
+		return &ingestResult{Acked: 1_000_000, Stored: 1_000_000, Elapsed: time.Duration(1e6 / samplesPerSec * float64(time.Second)), CPU: cpuPerSample * 1_000_000}
+	}
+	d := &dataset{Name: "10k", TargetRawRatio: 0.5}
+	r := &report{Datasets: []*datasetResult{{D: d, Results: map[string]*ingestResult{
+		pathRaw:           res(4e6, 400*time.Nanosecond),
+		pathBallastImport: res(1.5e6, 1000*time.Nanosecond),
+		pathVMImport:      res(2e6, 800*time.Nanosecond),
+	}}}, Query: &queryRun{Queries: []*queryResult{{Spec: querySpec{Name: "1 series"}, Result: map[string]*latency{
+		"ballast": {Samples: []time.Duration{5 * time.Millisecond, 25 * time.Millisecond}},
+	}}}}}
+	got := map[string]string{}
+	for _, tg := range r.targets() {
+		got[tg.Goal] = tg.Verdict
+	}
+	want := map[string]string{
+		"10k: ballast import ≥ VM single-node import":                    "missed by 25 % (0.75× < 1.00×)",
+		"10k: ballast import ≥ 0.5× raw AddRows":                         "missed by 25 % (0.38× < 0.50×)",
+		"10k, by CPU per sample: ballast import ≥ VM single-node import": "missed by 20 % (0.80× < 1.00×)",
+		"10k, by CPU per sample: ballast import ≥ 0.5× raw AddRows":      "missed by 20 % (0.40× < 0.50×)",
+		"ballast query_range p99, 1 series, 1 h at 1 s < 20ms":           "missed by 5 ms (25 % over)",
+	}
+	for g, v := range want {
+		if got[g] != v {
+			t.Errorf("%s: verdict %q, want %q", g, got[g], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d targets, want %d: %v", len(got), len(want), got)
+	}
+	if errs := r.errors(); len(errs) != 0 {
+		t.Errorf("errors() = %v for complete results", errs)
+	}
+	r.Datasets[0].Results[pathVMImport].Stored--
+	if errs := r.errors(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "but 999,999") && !strings.Contains(errs[0].Error(), "but 999999") {
+		t.Errorf("errors() = %v; want one about a dropped sample", errs)
+	}
+}
+
 // TestPayloadsAgree decodes the text and remote-write bodies with ballast's
 // own parsers and checks that they carry the same samples, in the same
 // encoding the raw path hands to lib/storage: every path gets the same data.

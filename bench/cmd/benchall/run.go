@@ -332,8 +332,13 @@ func (r *report) errors() []error {
 	var out []error
 	for _, dr := range r.Datasets {
 		for _, k := range ingestPaths {
-			if res := dr.Results[k]; res != nil && res.Err != nil {
+			res := dr.Results[k]
+			switch {
+			case res == nil:
+			case res.Err != nil:
 				out = append(out, fmt.Errorf("%s, %s: %w", dr.D.Name, k, res.Err))
+			case res.Stored != int64(res.Acked):
+				out = append(out, fmt.Errorf("%s, %s: acknowledged %d samples but %d are stored", dr.D.Name, k, res.Acked, res.Stored))
 			}
 		}
 	}
