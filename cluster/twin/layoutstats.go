@@ -76,6 +76,22 @@ func (t *Twin) record(c, s int32) int32 {
 	return i
 }
 
+// streamRecord is record(st.client, stripe k of st's file) through a
+// per-stream cache: a stream reads one file at a time, so the records of
+// its stripes are found without touching the large recIdx table.
+func (t *Twin) streamRecord(si int32, st *stream, k int32) int32 {
+	s := t.files[st.file].first + k
+	slot := int(si)*t.maxStripes + int(k)
+	if i := t.streamRecs[slot]; i >= 0 {
+		if r := t.rec(i); r.client == st.client && r.stripe == s && r.gen == t.stripes[s].gen {
+			return i
+		}
+	}
+	i := t.record(st.client, s)
+	t.streamRecs[slot] = i
+	return i
+}
+
 // sweepRecords frees the records of layouts idle for two report windows:
 // the client has returned the layout and sent its last LAYOUTSTATS, and
 // the next LAYOUTGET starts new counters under a new stateid. It keeps

@@ -236,7 +236,7 @@ func (t *Twin) addStreamFlows(si int32) {
 		f := &t.flows[len(t.flows)-1]
 		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
 		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, slow, slowNet
-		f.rec = t.record(st.client, s)
+		f.rec = t.streamRecord(si, st, s-fl.first)
 		dv := &t.dev[d]
 		c := &t.dtk[d]
 		// a request to a lost data server hangs, and holds up the whole

@@ -75,9 +75,13 @@ type Twin struct {
 	nRecs     int
 	freeRecs  []int32
 	layoutSeq uint32
-	recIdx    []int32  // client*len(stripes)+stripe → index in recs, -1 none
-	devIDs    []string // pNFS device ids, built on first use
-	dsUaddr   []string // DS universal addresses
+	recIdx    []int32 // client*len(stripes)+stripe → index in recs, -1 none
+	// streamRecs caches, per stream, the record of each stripe of its
+	// current file (maxStripes slots per stream, -1 none)
+	streamRecs []int32
+	maxStripes int
+	devIDs     []string // pNFS device ids, built on first use
+	dsUaddr    []string // DS universal addresses
 
 	truth []TruthRecord
 	sat   []satState
@@ -418,6 +422,13 @@ func (t *Twin) build() error {
 	t.recIdx = make([]int32, len(t.cli)*len(t.stripes))
 	for i := range t.recIdx {
 		t.recIdx[i] = -1
+	}
+	for f := range t.files {
+		t.maxStripes = max(t.maxStripes, int(t.files[f].n))
+	}
+	t.streamRecs = make([]int32, len(t.streams)*t.maxStripes)
+	for i := range t.streamRecs {
+		t.streamRecs[i] = -1
 	}
 	return nil
 }
