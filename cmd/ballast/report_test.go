@@ -102,6 +102,38 @@ func TestReportCapacityFromMDS(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+
+	// Drives at risk from a findings file instead: only active drive
+	// findings count.
+	findings := filepath.Join(t.TempDir(), "findings.jsonl")
+	var lines []string
+	for _, f := range []models.Finding{
+		{ID: "a", Kind: "drive_wearout", Subject: models.Subject{Kind: models.SubjectDevice, ID: "scr00/nvme0"}, Severity: models.SeverityWarning, Score: 0.3, Start: end, LastSeen: end, Summary: "worn"},
+		{ID: "b", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "scr00/nvme1"}, Severity: models.SeverityCritical, Score: 0.9, Start: end, LastSeen: end, End: end, Summary: "ended"},
+		{ID: "c", Kind: "hotspot", Subject: models.Subject{Kind: models.SubjectDevice, ID: "scr01/nvme0"}, Severity: models.SeverityWarning, Start: end, LastSeen: end, Summary: "hot"},
+	} {
+		b, _ := json.Marshal(f)
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(findings, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir2 := t.TempDir()
+	if msg, err := runCmd(t, "report capacity", "--url", "http://"+p.addr, "--at", end.Format(time.RFC3339),
+		"--lookback", "96h", "--step", "15m", "--out", dir2, "--no-drive-health", "--findings", findings); err != nil {
+		t.Fatalf("report capacity --findings: %v\n%s", err, msg)
+	}
+	b, err = os.ReadFile(filepath.Join(dir2, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r2 report.Report
+	if err := json.Unmarshal(b, &r2); err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.AtRisk) != 1 || r2.AtRisk[0].Device != "scr00/nvme0" || r2.AtRisk[0].Kind != "drive_wearout" {
+		t.Errorf("at risk from findings %+v; want only scr00/nvme0 drive_wearout", r2.AtRisk)
+	}
 }
 
 func TestReportCapacityErrors(t *testing.T) {
