@@ -202,6 +202,7 @@ func setVMFlags(o *Options) error {
 		"storage.minFreeDiskSpaceBytes": strconv.FormatInt(o.MinFreeDiskBytes, 10),
 		"search.latencyOffset":          o.LatencyOffset.String(),
 		"search.disableCache":           strconv.FormatBool(o.DisableQueryCache),
+		"search.disableAutoCacheReset":  strconv.FormatBool(o.DisableQueryCache),
 		"loggerLevel":                   strings.ToUpper(o.LogLevel),
 		"search.cacheTimestampOffset":   "5m",
 		"storage.trackMetricNamesStats": "false",
