@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +47,7 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	scrape := fs.Duration("scrape-interval", 10*time.Second, "simulated scrape and analysis interval")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
 	export := fs.Bool("export", false, "also write every stored sample to OUT/telemetry.jsonl (VictoriaMetrics export format), to compare runs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -85,6 +88,17 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cannot create CPU profile %q: %w", *cpuProfile, err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cannot start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	sum, err := d.Run(ctx)
 	if !*quiet {
