@@ -471,7 +471,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	if err != nil {
 		return err
 	}
-	byNode := a.rememberPaths(dt, in.Paths)
+	byNode := a.rememberPaths(dt, in.Paths, t)
 	ckpt := map[string]bool{}
 	for _, j := range in.Checkpointing {
 		ckpt[j] = true
@@ -535,8 +535,10 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 
 // rememberPaths blends this tick's paths into each node's remembered shares
 // (an exponential moving average with time constant PathMemory) and returns
-// them per node, sorted by subject.
-func (a *Analyzer) rememberPaths(dt float64, paths []Path) map[string][]Path {
+// them per node, sorted by subject. A stripe is remembered as its device:
+// memory then grows with devices, not stripes, and the blame walk reaches
+// a device's stripes through the topology anyway.
+func (a *Analyzer) rememberPaths(dt float64, paths []Path, t *topo) map[string][]Path {
 	keep := 0.0
 	if dt > 0 {
 		keep = math.Exp(-dt / a.opts.PathMemory.Seconds())
@@ -552,12 +554,16 @@ func (a *Analyzer) rememberPaths(dt float64, paths []Path) map[string][]Path {
 			m = map[models.Subject]float64{}
 			a.paths[p.Node] = m
 		}
-		m[p.Subject] += (1 - keep) * p.Share
+		s := p.Subject
+		if h := t.health[s]; h != nil && s.Kind == models.SubjectStripe && h.Parent.ID != "" {
+			s = h.Parent
+		}
+		m[s] += (1 - keep) * p.Share
 	}
 	out := make(map[string][]Path, len(a.paths))
 	for node, m := range a.paths {
 		for s, w := range m {
-			if w < 1e-3 {
+			if w < 1e-6 {
 				delete(m, s)
 				continue
 			}
