@@ -9,7 +9,9 @@
 // persistent step change (with a new growth rate after the latest one once
 // a day of history follows it: a deleted tenant usually stops writing too),
 // and Fourier terms for the daily and weekly cycles
-// and the checkpoint cadence when the history spans at least two of them.
+// and the checkpoint cadence when the history spans at least two of them,
+// with weekends given their own level and daily profile once a week of
+// history is there.
 // The fit is weighted least squares with Huber re-weighting (gonum's QR),
 // so single spikes do not bend the trend. Prediction intervals come from
 // the model's own errors: the fit is repeated at earlier origins inside the

@@ -254,6 +254,22 @@ type model struct {
 	// writing as well.
 	kink    float64
 	hasKink bool
+	// weekendHarm > 0 gives weekend days their own level and daily profile
+	// (a Saturday/Sunday indicator, and the daily harmonics times it), fitted
+	// when the daily cycle is and the history spans a week; weekOff is the
+	// origin's time since Monday 00:00 UTC in days.
+	weekendHarm int
+	weekOff     float64
+}
+
+// weekend reports whether x days from the origin falls on a Saturday or
+// Sunday (UTC).
+func (m *model) weekend(x float64) bool {
+	d := math.Mod(m.weekOff+x, 7)
+	if d < 0 {
+		d += 7
+	}
+	return d >= 5
 }
 
 // minKinkSpan is the history after a level shift, in days, from which the
@@ -267,6 +283,9 @@ func (m *model) cols() int {
 	}
 	for _, h := range m.harm {
 		n += 2 * h
+	}
+	if m.weekendHarm > 0 {
+		n += 1 + 2*m.weekendHarm
 	}
 	return n
 }
@@ -289,6 +308,19 @@ func (m *model) row(x float64, dst []float64) {
 		for h := 1; h <= m.harm[i]; h++ {
 			a := 2 * math.Pi * float64(h) * x / p
 			dst[k], dst[k+1] = math.Sin(a), math.Cos(a)
+			k += 2
+		}
+	}
+	if m.weekendHarm > 0 {
+		we := 0.0
+		if m.weekend(x) {
+			we = 1
+		}
+		dst[k] = we
+		k++
+		for h := 1; h <= m.weekendHarm; h++ {
+			a := 2 * math.Pi * float64(h) * x
+			dst[k], dst[k+1] = we*math.Sin(a), we*math.Cos(a)
 			k += 2
 		}
 	}
@@ -329,7 +361,7 @@ func Fit(s Series, now time.Time, opt Options) (*Forecast, error) {
 		return nil, fmt.Errorf("cannot forecast %q: %d readings over %s before %s; want at least 8 over %s",
 			s.Subject, len(x), spanOf(x), now.Format(time.RFC3339), opt.MinHistory)
 	}
-	m, err := fitModel(x, u, opt)
+	m, err := fitModel(x, u, opt, sinceMonday(now), nil)
 	if err != nil {
 		return nil, fmt.Errorf("cannot forecast %q: %w", s.Subject, err)
 	}
@@ -375,6 +407,14 @@ func window(s Series, now time.Time, w time.Duration) (x, u []float64) {
 	return x, u
 }
 
+// sinceMonday is the time from the last Monday 00:00 UTC to t, in days.
+func sinceMonday(t time.Time) float64 {
+	t = t.UTC()
+	wd := (int(t.Weekday()) + 6) % 7 // Monday = 0
+	mid := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	return float64(wd) + t.Sub(mid).Hours()/24
+}
+
 // medianGap is the typical sample spacing in days.
 func medianGap(x []float64) float64 {
 	g := make([]float64, 0, len(x)-1)
@@ -386,10 +426,10 @@ func medianGap(x []float64) float64 {
 
 // fitModel chooses the seasonal terms and level shifts for readings (x, u)
 // and fits them by Huber-reweighted, exponentially weighted least squares.
-func fitModel(x, u []float64, opt Options) (*model, error) {
+func fitModel(x, u []float64, opt Options, weekOff float64, like *model) (*model, error) {
 	gap := medianGap(x)
 	span := x[len(x)-1] - x[0]
-	m := &model{}
+	m := &model{weekOff: weekOff}
 	var all []float64
 	for _, pd := range opt.Periods {
 		p := pd.Hours() / 24
@@ -405,15 +445,25 @@ func fitModel(x, u []float64, opt Options) (*model, error) {
 			m.periods, m.harm = append(m.periods, p), append(m.harm, h)
 		}
 	}
+	for i, p := range m.periods {
+		if p == 1 && span >= 7 {
+			m.weekendHarm = m.harm[i]
+		}
+	}
+	if like != nil {
+		// Calibration refits use the seasonal terms of the model being
+		// calibrated, so its errors are measured, not a simpler model's.
+		m.periods, m.harm, m.weekendHarm = like.periods, like.harm, like.weekendHarm
+	}
 	m.steps = detectSteps(x, u, all, gap)
 	if n := len(m.steps); n > 0 && x[len(x)-1]-m.steps[n-1] >= minKinkSpan {
 		m.kink, m.hasKink = m.steps[n-1], true
 	}
 	err := m.solve(x, u, opt.HalfLife.Hours()/24)
-	if err != nil && (len(m.periods) > 0 || len(m.steps) > 0) {
+	if err != nil && like == nil && (len(m.periods) > 0 || len(m.steps) > 0) {
 		// Gaps can leave seasonal or step columns without support; a plain
 		// trend still forecasts.
-		m.periods, m.harm, m.steps, m.hasKink = nil, nil, nil, false
+		m.periods, m.harm, m.steps, m.hasKink, m.weekendHarm = nil, nil, nil, false, 0
 		err = m.solve(x, u, opt.HalfLife.Hours()/24)
 	}
 	return m, err
@@ -666,9 +716,11 @@ func calibrate(m *model, x, u []float64, opt Options) {
 		for i := range xs {
 			xs[i] = x[i] - o
 		}
-		mo, err := fitModel(xs, u[:j], opt)
+		mo, err := fitModel(xs, u[:j], opt, m.weekOff+o, m)
 		if err != nil {
-			continue
+			if mo, err = fitModel(xs, u[:j], opt, m.weekOff+o, nil); err != nil {
+				continue
+			}
 		}
 		every := max(1, (len(x)-j)/40)
 		for i := j; i < len(x); i += every {

@@ -255,3 +255,33 @@ func TestFitStepAndSlopeChange(t *testing.T) {
 	}
 	near(t, "growth just after the step, TB/day", fc2.Growth/tb, 2, 0.05)
 }
+
+// TestFitWeekendProfile: a tenant writes 4 % of capacity during weekday
+// working hours and deletes it each evening; weekends are quiet. Fitted on
+// a Friday evening, the forecast has no bump on Saturday or Sunday and
+// one again on Monday.
+func TestFitWeekendProfile(t *testing.T) {
+	bump := func(x float64) float64 {
+		d := math.Floor(x)
+		wd := int(d) % 7 // t0 is a Monday
+		h := (x - d) * 24
+		if wd >= 5 || h < 8 || h >= 19 {
+			return 0
+		}
+		return 0.04 * (h - 8) / 11
+	}
+	f := func(x float64) float64 { return 0.5 + 0.005*x + bump(x) }
+	s, now := gen(11.8, 10*time.Minute, f) // ends Friday of week 2, 19:12
+	fc, err := Fit(s, now, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d, h float64) float64 {
+		return fc.At(t0.Add(time.Duration((d*24+h)*float64(time.Hour)))).Mean / fc.Capacity
+	}
+	near(t, "Saturday 18:00", at(12, 18), f(12.75), 0.006)
+	near(t, "Sunday 18:00", at(13, 18), f(13.75), 0.006)
+	// Three harmonics round the ramp's peak off, so Monday's bump is
+	// checked against Sunday's quiet evening with a looser tolerance.
+	near(t, "Monday 18:00 − Sunday 18:00", at(14, 18)-at(13, 18), f(14.75)-f(13.75), 0.012)
+}
