@@ -1,0 +1,234 @@
+// Package analysis wires the pure analyzers (analyzer/*) into the mds
+// pipeline: each stage reads what a real cluster shows — the series in the
+// store, queried with a few aggregated MetricsQL expressions per tick, and
+// the per-stripe LAYOUTSTATS deltas of the StripeHub — builds the
+// analyzer's typed input, calls it with the tick's now and returns its
+// findings. Nothing here reads the twin's ground truth or internal state.
+//
+// Subject ids follow what the mds sees: devices are pNFS device ids (hex),
+// data servers their LAYOUTSTATS address (ip:port), stripes
+// hotspot.StripeID (deviceid/fhandle), drives "<node>/<controller>" from the
+// agents' SMART series, and client groups the `job_group` target label when
+// the scrape configuration sets one (a file_sd label), else the client node.
+package analysis
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
+)
+
+// Querier is the part of the store the stages use.
+type Querier interface {
+	Query(ctx context.Context, expr string, at time.Time) ([]storage.Series, error)
+}
+
+// GroupLabel is the target label that names a client group (a job) when the
+// scrape configuration sets it; without it each client node is its own group.
+const GroupLabel = "job_group"
+
+// Options configure the stages. The zero value is a working configuration.
+type Options struct {
+	// WorkloadWindow is the length of one workload classification window;
+	// default 1 m.
+	WorkloadWindow time.Duration
+	// DriveEvery is how often drive health is assessed; default 1 m.
+	DriveEvery time.Duration
+	// RateWindow is the range of the rate() queries; default 15 s.
+	RateWindow time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.WorkloadWindow <= 0 {
+		o.WorkloadWindow = time.Minute
+	}
+	if o.DriveEvery <= 0 {
+		o.DriveEvery = time.Minute
+	}
+	if o.RateWindow <= 0 {
+		o.RateWindow = 15 * time.Second
+	}
+	return o
+}
+
+// Analysis holds the stages of one mds and what they share within a tick
+// (the hotspot findings the starvation stage marks as hot, the checkpoint
+// bursts it blames pauses on), plus records for scoring: the tick at which
+// each finding was first reported, every workload label and every change
+// of a checkpoint forecast.
+type Analysis struct {
+	opts Options
+	q    Querier
+
+	stripes *stripeBuffer
+
+	hot  *hotspotStage
+	ckpt *checkpointStage
+	wl   *workloadStage
+	st   *starvationStage
+	dh   *driveStage
+
+	mu        sync.Mutex
+	firstSeen map[string]time.Time
+}
+
+// New builds the stages on q and subscribes to hub (nil for no stripes).
+func New(q Querier, hub *cluster.StripeHub, opts Options) (*Analysis, error) {
+	opts = opts.withDefaults()
+	a := &Analysis{opts: opts, q: q, stripes: &stripeBuffer{}, firstSeen: map[string]time.Time{}}
+	if hub != nil {
+		hub.Subscribe(a.stripes.add)
+	}
+	var err error
+	if a.hot, err = newHotspotStage(a); err != nil {
+		return nil, err
+	}
+	if a.ckpt, err = newCheckpointStage(a); err != nil {
+		return nil, err
+	}
+	if a.wl, err = newWorkloadStage(a); err != nil {
+		return nil, err
+	}
+	if a.st, err = newStarvationStage(a); err != nil {
+		return nil, err
+	}
+	if a.dh, err = newDriveStage(a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Build is a cluster.DemoOptions.Analysis: the stages on the demo's store
+// and stripe hub, and the first-report recorder as actuator.
+func Build(env *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
+	a, err := New(env.Store, env.Stripes, Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, acts := a.Pipeline()
+	return st, acts, nil
+}
+
+// Pipeline returns the stages in the order they must run (the stripe
+// buffer's tick first, starvation after hotspot and checkpoint) and the
+// actuator that records when each finding was first reported.
+func (a *Analysis) Pipeline() ([]cluster.Stage, []cluster.Actuator) {
+	return []cluster.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh}, []cluster.Actuator{(*firstSeenRecorder)(a)}
+}
+
+// FirstReported returns, per finding id, the tick at which it was first
+// returned by a stage.
+func (a *Analysis) FirstReported() map[string]time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]time.Time, len(a.firstSeen))
+	for k, v := range a.firstSeen {
+		out[k] = v
+	}
+	return out
+}
+
+// Labels returns every workload window label so far, in order.
+func (a *Analysis) Labels() []WindowLabel { return a.wl.labelsCopy() }
+
+// Forecasts returns every change of a checkpoint forecast so far.
+func (a *Analysis) Forecasts() []ForecastRecord { return a.ckpt.recordsCopy() }
+
+type firstSeenRecorder Analysis
+
+func (r *firstSeenRecorder) Name() string { return "analysis-first-seen" }
+
+func (r *firstSeenRecorder) Reconcile(_ context.Context, now time.Time, fs []models.Finding) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range fs {
+		if _, ok := r.firstSeen[f.ID]; !ok {
+			r.firstSeen[f.ID] = now
+		}
+	}
+	return nil
+}
+
+// stripeBuffer collects the hub's deltas between ticks; as the first stage
+// of a tick it hands them over to the stages of that tick.
+type stripeBuffer struct {
+	mu      sync.Mutex
+	pending []models.StripeDelta
+	tick    []models.StripeDelta
+}
+
+func (b *stripeBuffer) add(ds []models.StripeDelta) {
+	b.mu.Lock()
+	b.pending = append(b.pending, ds...)
+	b.mu.Unlock()
+}
+
+func (b *stripeBuffer) Name() string { return "stripes" }
+
+func (b *stripeBuffer) Run(context.Context, time.Time) ([]models.Finding, error) {
+	b.mu.Lock()
+	b.tick, b.pending = b.pending, b.tick[:0]
+	b.mu.Unlock()
+	return nil, nil
+}
+
+// closer ends findings a stateless analyzer stops returning: the pipeline
+// journals findings by id, so one that silently disappears would stay
+// active for ever.
+type closer struct {
+	active map[string]models.Finding
+}
+
+func (c *closer) update(now time.Time, fs []models.Finding) []models.Finding {
+	if c.active == nil {
+		c.active = map[string]models.Finding{}
+	}
+	seen := make(map[string]bool, len(fs))
+	for _, f := range fs {
+		seen[f.ID] = true
+		if f.Active() {
+			c.active[f.ID] = f
+		} else {
+			delete(c.active, f.ID)
+		}
+	}
+	var ids []string
+	for id := range c.active {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := c.active[id]
+		f.End = now
+		f.LastSeen = now
+		fs = append(fs, f)
+		delete(c.active, id)
+	}
+	return fs
+}
+
+// groupOf returns the client-group subject of a series: the job_group
+// label when set, else the node.
+func groupOf(s *storage.Series) (models.Subject, bool) {
+	if g := s.Label(GroupLabel); g != "" {
+		return models.Subject{Kind: models.SubjectJob, ID: g}, true
+	}
+	if n := s.Label("node"); n != "" {
+		return models.Subject{Kind: models.SubjectClient, ID: n}, true
+	}
+	return models.Subject{}, false
+}
+
+func lastValue(s *storage.Series) (float64, bool) {
+	if len(s.Values) == 0 {
+		return 0, false
+	}
+	return s.Values[len(s.Values)-1], true
+}

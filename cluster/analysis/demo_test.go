@@ -1,0 +1,65 @@
+package analysis
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/twin"
+)
+
+// TestHotShardDemo runs the stages on the twin's hot-shard scenario through
+// the demo (store, scrapes, LAYOUTSTATS) and checks that the hot shard's
+// devices are found and that every stage ran without error.
+func TestHotShardDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the twin for 15 simulated minutes")
+	}
+	sc, err := twin.LoadScenario("hot-shard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var an *Analysis
+	d, err := cluster.NewDemo(cluster.DemoOptions{
+		Scenario: sc, Seed: 1, Duration: 15 * time.Minute, OutDir: t.TempDir(), Listen: "127.0.0.1:0",
+		Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Analysis: func(e *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
+			a, err := New(e.Store, e.Stripes, Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			an = a
+			st, acts := a.Pipeline()
+			return st, acts, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := d.Run(context.Background())
+	defer d.Stop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if an == nil {
+		t.Fatal("analysis was not built")
+	}
+	hot := map[string]bool{}
+	for _, f := range an.hot.det.Findings(d.Twin().Now()) {
+		if f.Subject.Kind == "device" {
+			hot[d.Twin().DeviceName(f.Subject.ID)] = true
+		}
+	}
+	for _, tr := range d.Twin().Truth() {
+		if tr.Kind == "hot_shard" {
+			if dev, _ := tr.Params["device"].(string); !hot[dev] {
+				t.Errorf("hot shard device %s: no active hotspot finding; got %v", dev, hot)
+			}
+		}
+	}
+	if len(an.Labels()) == 0 {
+		t.Error("no workload window was labelled")
+	}
+	t.Logf("speed-up ×%.0f, findings %v", sum.SpeedUp, sum.FindingsByKind)
+}

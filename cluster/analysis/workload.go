@@ -1,0 +1,169 @@
+package analysis
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ballast-io/ballast/analyzer/workload"
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
+)
+
+// WindowLabel is the workload class of one client group over one window,
+// recorded for per-window accuracy scoring.
+type WindowLabel struct {
+	Subject models.Subject `json:"subject"`
+	Start   time.Time      `json:"start"`
+	End     time.Time      `json:"end"`
+	Class   string         `json:"class"`
+	Score   float64        `json:"score"`
+}
+
+// mountQuery reads the NFS client counters a window needs, from every
+// client's mountstats, in one query.
+const mountQuery = `{__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total", operation=~"|READ|WRITE"}`
+
+// counters are one group's cumulative client counters.
+type counters struct {
+	read, write, serverRead, readOps, writeOps float64
+}
+
+func (c counters) sub(p counters) counters {
+	d := func(a, b float64) float64 {
+		if a < b { // a counter reset: the new value is what happened since
+			return a
+		}
+		return a - b
+	}
+	return counters{d(c.read, p.read), d(c.write, p.write), d(c.serverRead, p.serverRead), d(c.readOps, p.readOps), d(c.writeOps, p.writeOps)}
+}
+
+func (c *counters) add(d counters) {
+	c.read += d.read
+	c.write += d.write
+	c.serverRead += d.serverRead
+	c.readOps += d.readOps
+	c.writeOps += d.writeOps
+}
+
+type wlGroup struct {
+	prev      counters
+	prevT     time.Time
+	winStart  time.Time
+	sum       counters
+	bandwidth []float64
+}
+
+// workloadStage cuts each client group's mountstats counters into windows
+// and classifies them with analyzer/workload; the periodicity feature comes
+// from the checkpoint stage's forecast of the same group. Sequentiality is
+// not known from mountstats, so the read amplification (server ÷
+// application read bytes) stands in for it.
+type workloadStage struct {
+	a      *Analysis
+	cl     *workload.Classifier
+	groups map[models.Subject]*wlGroup
+
+	mu     sync.Mutex
+	labels []WindowLabel
+}
+
+func newWorkloadStage(a *Analysis) (*workloadStage, error) {
+	cl, err := workload.New(workload.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &workloadStage{a: a, cl: cl, groups: map[models.Subject]*wlGroup{}}, nil
+}
+
+func (w *workloadStage) Name() string { return "workload" }
+
+func readMountCounters(series []storage.Series) map[models.Subject]counters {
+	out := map[models.Subject]counters{}
+	for i := range series {
+		s := &series[i]
+		g, ok := groupOf(s)
+		v, ok2 := lastValue(s)
+		if !ok || !ok2 || math.IsNaN(v) {
+			continue
+		}
+		c := out[g]
+		switch name := s.Name; {
+		case name == "ballast_nfs_client_operations_total":
+			switch s.Label("operation") {
+			case "READ":
+				c.readOps += v
+			case "WRITE":
+				c.writeOps += v
+			}
+		case name == "ballast_nfs_client_server_read_bytes_total":
+			c.serverRead += v
+		case strings.HasSuffix(name, "read_bytes_total"):
+			c.read += v
+		case strings.HasSuffix(name, "write_bytes_total"):
+			c.write += v
+		}
+		out[g] = c
+	}
+	return out
+}
+
+func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
+	series, err := w.a.q.Query(ctx, mountQuery, now)
+	if err != nil {
+		return nil, err
+	}
+	cur := readMountCounters(series)
+	subs := make([]models.Subject, 0, len(cur))
+	for g := range cur {
+		subs = append(subs, g)
+	}
+	sort.Slice(subs, func(i, j int) bool { return subs[i].String() < subs[j].String() })
+	for _, s := range subs {
+		c := cur[s]
+		g := w.groups[s]
+		if g == nil {
+			w.groups[s] = &wlGroup{prev: c, prevT: now, winStart: now}
+			continue
+		}
+		d := c.sub(g.prev)
+		if dt := now.Sub(g.prevT).Seconds(); dt > 0 {
+			g.bandwidth = append(g.bandwidth, (d.read+d.write)/dt)
+		}
+		g.sum.add(d)
+		g.prev, g.prevT = c, now
+		if now.Sub(g.winStart) < w.a.opts.WorkloadWindow {
+			continue
+		}
+		win := workload.Window{
+			Subject: s, Start: g.winStart, End: now,
+			ReadBytes: g.sum.read, WriteBytes: g.sum.write, ReadOps: g.sum.readOps, WriteOps: g.sum.writeOps,
+			Sequential: math.NaN(), ReadAmplification: math.NaN(), Bandwidth: g.bandwidth,
+		}
+		if g.sum.read > 0 {
+			win.ReadAmplification = g.sum.serverRead / g.sum.read
+		}
+		if p, ok := w.a.ckpt.det.Forecast(now, s); ok {
+			win.Periodicity = p.Confidence
+		}
+		l, err := w.cl.Observe(now, win)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		w.labels = append(w.labels, WindowLabel{Subject: s, Start: win.Start, End: win.End, Class: string(l.Class), Score: math.Round(l.Score*1000) / 1000})
+		w.mu.Unlock()
+		g.winStart, g.sum, g.bandwidth = now, counters{}, nil
+	}
+	return w.cl.Findings(now), nil
+}
+
+func (w *workloadStage) labelsCopy() []WindowLabel {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]WindowLabel(nil), w.labels...)
+}

@@ -1,0 +1,217 @@
+package score
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/models"
+)
+
+// jobsOf returns the jobs a group subject stands for.
+func (m *matcher) jobsOf(s models.Subject) []string {
+	if s.Kind == models.SubjectJob {
+		return []string{s.ID}
+	}
+	if s.Kind == models.SubjectClient {
+		return m.nodeJobs[s.ID]
+	}
+	return nil
+}
+
+// burstStarts returns each job's truth checkpoint burst starts, sorted.
+func burstStarts(ts []twin.TruthRecord) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, t := range ts {
+		if t.Kind == "checkpoint_burst" && t.Subject.Kind == models.SubjectJob {
+			out[t.Subject.ID] = append(out[t.Subject.ID], t.Start)
+		}
+	}
+	for _, s := range out {
+		sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	}
+	return out
+}
+
+// truePeriod is the median gap between successive burst starts.
+func truePeriod(starts []time.Time) float64 {
+	if len(starts) < 2 {
+		return math.NaN()
+	}
+	gaps := make([]float64, 0, len(starts)-1)
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]).Seconds())
+	}
+	return quantile(gaps, 0.5)
+}
+
+// scoreForecasts compares every recorded prediction made once three truth
+// bursts of its job had started with the job's true period and with the
+// first truth burst that started at or after the prediction.
+func scoreForecasts(in *Input, m *matcher) ForecastScore {
+	starts := burstStarts(in.Truth)
+	var fs ForecastScore
+	fs.Jobs = len(starts)
+	forecast := map[string]bool{}
+	var perErr, nextErr []float64
+	for _, r := range in.Forecasts {
+		for _, j := range m.jobsOf(r.Subject) {
+			st := starts[j]
+			p := truePeriod(st)
+			if math.IsNaN(p) || p <= 0 {
+				continue
+			}
+			forecast[j] = true
+			seen := 0
+			var next time.Time
+			for _, s := range st {
+				if s.Before(r.At) {
+					seen++
+				} else if next.IsZero() {
+					next = s
+				}
+			}
+			if seen < 3 || next.IsZero() {
+				continue
+			}
+			fs.Predictions++
+			perErr = append(perErr, math.Abs(r.Period.Seconds()-p)/p)
+			nextErr = append(nextErr, math.Abs(r.NextStart.Sub(next).Seconds())/p)
+		}
+	}
+	fs.JobsForecast = len(forecast)
+	fs.PeriodErrorMedian, fs.PeriodErrorP95 = Num(quantile(perErr, 0.5)), Num(quantile(perErr, 0.95))
+	fs.NextStartErrorMedian, fs.NextStartErrorP95 = Num(quantile(nextErr, 0.5)), Num(quantile(nextErr, 0.95))
+	return fs
+}
+
+// classOf maps a workload_phase class to the workload analyzer's label.
+var classOf = map[string]string{"training": "training-read", "inference": "inference", "analytics": "analytics-scan"}
+
+func overlap(a0, a1, b0, b1 time.Time) time.Duration {
+	lo, hi := a0, a1
+	if b0.After(lo) {
+		lo = b0
+	}
+	if b1.Before(hi) {
+		hi = b1
+	}
+	if hi.Before(lo) {
+		return 0
+	}
+	return hi.Sub(lo)
+}
+
+// scoreLabels checks each window label against what the group's jobs were
+// doing: the class of every job phase covering at least half the window;
+// checkpoint too when a truth burst of the job overlaps the window;
+// mixed-hpc too when more than one class is expected; idle when none.
+func scoreLabels(in *Input, m *matcher) WorkloadScore {
+	ws := WorkloadScore{Confused: map[string]int{}}
+	for _, l := range in.Labels {
+		want := map[string]bool{}
+		win := l.End.Sub(l.Start)
+		for _, j := range m.jobsOf(l.Subject) {
+			for i := range in.Truth {
+				t := &in.Truth[i]
+				if t.Subject.Kind != models.SubjectJob || t.Subject.ID != j {
+					continue
+				}
+				ov := overlap(l.Start, l.End, t.Start, m.end(t.End))
+				switch t.Kind {
+				case "workload_phase":
+					if c, _ := t.Params["class"].(string); 2*ov >= win && classOf[c] != "" {
+						want[classOf[c]] = true
+					}
+				case "checkpoint_burst":
+					if ov > 0 {
+						want["checkpoint"] = true
+					}
+				}
+			}
+		}
+		if len(want) > 1 {
+			want["mixed-hpc"] = true
+		}
+		if len(want) == 0 {
+			want["idle"] = true
+		}
+		ws.Windows++
+		if want[l.Class] {
+			ws.Correct++
+			continue
+		}
+		keys := make([]string, 0, len(want))
+		for k := range want {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		exp := keys[0]
+		for _, k := range keys[1:] {
+			exp += "|" + k
+		}
+		ws.Confused[exp+"→"+l.Class]++
+	}
+	ws.Accuracy = Num(ratio(float64(ws.Correct), float64(ws.Windows)))
+	if len(ws.Confused) == 0 {
+		ws.Confused = nil
+	}
+	return ws
+}
+
+// storageKinds are the subject kinds of a storage culprit.
+var storageKinds = map[models.SubjectKind]bool{models.SubjectDevice: true, models.SubjectDS: true,
+	models.SubjectStripe: true, models.SubjectPort: true, models.SubjectClient: true}
+
+// attribution credits each truth gpu_idle record (one subject, cause and
+// minute) with the share of its minute that a gpu_starvation finding
+// naming the same subject (or something it contains) covers. Findings do
+// not say which GPUs they covered, so a storage finding that overlaps
+// healthy idle time is charged for all of it: an upper bound of blame.
+func (m *matcher) attribution(fs []models.Finding) AttributionScore {
+	as := AttributionScore{ByCause: map[string][2]float64{}}
+	names := make([][]models.Subject, len(fs))
+	for i := range fs {
+		names[i] = m.names(fs[i].Subject)
+	}
+	for i := range m.in.Truth {
+		t := &m.in.Truth[i]
+		if t.Kind != "gpu_idle" {
+			continue
+		}
+		cause, _ := t.Params["cause"].(string)
+		secs, _ := t.Params["gpu_seconds"].(float64)
+		dur := m.end(t.End).Sub(t.Start)
+		if secs <= 0 || dur <= 0 {
+			continue
+		}
+		cover := func(ok func(i int) bool) float64 {
+			best := 0.0
+			for i := range fs {
+				if ok(i) {
+					best = math.Max(best, float64(overlap(t.Start, m.end(t.End), fs[i].Start, m.end(fs[i].End)))/float64(dur))
+				}
+			}
+			return best
+		}
+		switch {
+		case storageCauses[cause]:
+			c := cover(func(i int) bool { return m.subjectsMatch(names[i], t) })
+			as.StorageIdleSeconds += Num(secs)
+			as.Attributed += Num(c * secs)
+			bc := as.ByCause[cause]
+			as.ByCause[cause] = [2]float64{bc[0] + secs, bc[1] + c*secs}
+		case cause != "checkpoint":
+			c := cover(func(i int) bool { return storageKinds[fs[i].Subject.Kind] })
+			as.HealthyIdleSeconds += Num(secs)
+			as.BlamedOnStorage += Num(c * secs)
+		}
+	}
+	as.Share = Num(ratio(float64(as.Attributed), float64(as.StorageIdleSeconds)))
+	as.HealthyBlamedShare = Num(ratio(float64(as.BlamedOnStorage), float64(as.HealthyIdleSeconds)))
+	for k, v := range as.ByCause {
+		as.ByCause[k] = [2]float64{math.Round(v[0]), math.Round(v[1])}
+	}
+	return as
+}

@@ -1,0 +1,441 @@
+// Package score matches analyzer findings to the cluster twin's ground
+// truth and computes detection quality: per finding kind precision, recall
+// and detection delay; checkpoint forecast errors; workload label accuracy
+// per window; and the share of storage-caused idle GPU-seconds attributed
+// to the right subject. It is the only place truth is read. The rules are
+// documented in docs/evaluation.md; everything here is pure.
+package score
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster/analysis"
+	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/models"
+)
+
+// Names maps the ids the mds uses (pNFS device ids, DS addresses, file
+// handles) to the twin's names. The scoring harness fills it from the twin
+// (which issued the ids) and from the stripe deltas it saw.
+type Names struct {
+	// Device maps a pNFS device id (hex) to a drive name (ds03/nvme2n1).
+	Device func(id string) string
+	// Stripe maps a component file handle (hex) to a stripe (file#k).
+	Stripe func(fh string) string
+	// DS maps a DS address (ip:port) to a DS name (ds03).
+	DS map[string]string
+}
+
+// Input is one run to score.
+type Input struct {
+	Truth    []twin.TruthRecord
+	Findings []models.Finding
+	// FirstReported is when each finding (by id) was first reported; a
+	// finding missing here counts as reported at its LastSeen.
+	FirstReported map[string]time.Time
+	Forecasts     []analysis.ForecastRecord
+	Labels        []analysis.WindowLabel
+	// JobNodes lists the client nodes of each job (from the scenario).
+	JobNodes map[string][]string
+	Names    Names
+	// End is the end of the run: ongoing truth records and findings are
+	// taken to last until then.
+	End time.Time
+	// Tolerance widens every truth interval on both sides; default 60 s.
+	Tolerance time.Duration
+}
+
+// KindScore is the detection quality of one finding kind.
+type KindScore struct {
+	Findings      int `json:"findings"`
+	TruePositives int `json:"true_positives"`
+	Targets       int `json:"targets"`
+	Detected      int `json:"detected"`
+	// Precision is TruePositives / Findings, Recall Detected / Targets;
+	// NaN (null in JSON) when the denominator is 0.
+	Precision Num `json:"precision"`
+	Recall    Num `json:"recall"`
+	// Delays are first report − truth onset of each detected target,
+	// seconds, floored at 0.
+	MedianDelay Num `json:"median_delay_seconds"`
+	P95Delay    Num `json:"p95_delay_seconds"`
+	// TargetKinds and ExplainKinds are the truth kinds used.
+	TargetKinds  []string `json:"target_kinds"`
+	ExplainKinds []string `json:"explain_kinds"`
+	// Missed lists targets no finding matched, for reading.
+	Missed []string `json:"missed,omitempty"`
+}
+
+// ForecastScore is the quality of checkpoint forecasts.
+type ForecastScore struct {
+	// Predictions scored: those made after at least three observed bursts
+	// whose next truth burst of the job came before the end of the run.
+	Predictions int `json:"predictions"`
+	// PeriodError is |predicted − true| / true period, median and p95;
+	// the true period is the median gap between the job's truth bursts.
+	PeriodErrorMedian Num `json:"period_error_median"`
+	PeriodErrorP95    Num `json:"period_error_p95"`
+	// NextStartError is |predicted next start − the job's next truth burst
+	// start after the prediction| / true period.
+	NextStartErrorMedian Num `json:"next_start_error_median"`
+	NextStartErrorP95    Num `json:"next_start_error_p95"`
+	Jobs                 int `json:"jobs_with_bursts"`
+	JobsForecast         int `json:"jobs_forecast"`
+}
+
+// WorkloadScore is per-window label accuracy.
+type WorkloadScore struct {
+	Windows  int            `json:"windows"`
+	Correct  int            `json:"correct"`
+	Accuracy Num            `json:"accuracy"`
+	Confused map[string]int `json:"confused,omitempty"` // "expected→got" counts
+}
+
+// AttributionScore is how starved GPU-seconds were attributed.
+type AttributionScore struct {
+	// StorageIdleSeconds is the truth's idle GPU-seconds with a storage
+	// cause; Attributed the part of it covered by a gpu_starvation finding
+	// naming the right subject; Share their ratio.
+	StorageIdleSeconds Num `json:"storage_idle_gpu_seconds"`
+	Attributed         Num `json:"attributed_gpu_seconds"`
+	Share              Num `json:"share"`
+	// HealthyIdleSeconds is idle time with a non-storage cause (loader);
+	// BlamedOnStorage the part of it during which a gpu_starvation finding
+	// blamed a storage subject for a job's nodes; HealthyBlamedShare
+	// their ratio.
+	HealthyIdleSeconds Num `json:"healthy_idle_gpu_seconds"`
+	BlamedOnStorage    Num `json:"healthy_blamed_gpu_seconds"`
+	HealthyBlamedShare Num `json:"healthy_blamed_share"`
+	// ByCause is the storage idle GPU-seconds and the attributed part per
+	// truth cause.
+	ByCause map[string][2]float64 `json:"by_cause"`
+}
+
+// Result is eval.json's scores.
+type Result struct {
+	Kinds       map[string]*KindScore `json:"kinds"`
+	Forecast    ForecastScore         `json:"checkpoint_forecast"`
+	Workload    WorkloadScore         `json:"workload_labels"`
+	Attribution AttributionScore      `json:"gpu_starvation_attribution"`
+	TruthCounts map[string]int        `json:"truth_counts"`
+}
+
+// Num is a float64 that encodes NaN and infinities as JSON null (an
+// undefined precision, say, when nothing was found).
+type Num float64
+
+// MarshalJSON implements json.Marshaler.
+func (n Num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, math.Round(f*1e4)/1e4, 'g', -1, 64), nil
+}
+
+// storageCauses are the gpu_idle causes a storage subject is responsible for.
+var storageCauses = map[string]bool{"device": true, "ds_nic": true, "port": true, "client_nic": true,
+	"io_error": true, "node_down": true, "read_ahead": true}
+
+// rule says which truth kinds a finding kind is scored against: targets
+// are what it should find (recall), explains what makes a finding right
+// (precision; targets included).
+type rule struct {
+	targets, explains []string
+}
+
+var rules = map[string]rule{
+	"hotspot": {targets: []string{"hot_shard", "port_saturation"},
+		explains: []string{"device_saturated", "ds_nic_saturated", "port_saturated", "slow_drive"}},
+	"checkpoint_burst":   {targets: []string{"checkpoint_burst"}},
+	"drive_failure_risk": {targets: []string{"failing_drive"}, explains: []string{"drive_failed", "slow_drive"}},
+	"gpu_starvation":     {targets: []string{"gpu_idle_storage"}, explains: []string{"gpu_idle", "gpu_idle_storage_minor"}},
+	"workload_shift":     {targets: []string{"workload_shift"}, explains: []string{"workload_phase"}},
+}
+
+// Score scores one run.
+func Score(in Input) Result {
+	if in.Tolerance <= 0 {
+		in.Tolerance = time.Minute
+	}
+	m := matcher{in: &in, nodeJobs: map[string][]string{}}
+	for j, ns := range in.JobNodes {
+		for _, n := range ns {
+			m.nodeJobs[n] = append(m.nodeJobs[n], j)
+		}
+	}
+	truth := episodes(in.Truth, in.Tolerance)
+	res := Result{Kinds: map[string]*KindScore{}, TruthCounts: map[string]int{}}
+	for _, t := range truth {
+		res.TruthCounts[t.Kind]++
+	}
+	byKind := map[string][]models.Finding{}
+	for _, f := range in.Findings {
+		byKind[f.Kind] = append(byKind[f.Kind], f)
+	}
+	kinds := make([]string, 0, len(rules))
+	for k := range rules {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		res.Kinds[k] = m.scoreKind(rules[k], byKind[k], truth)
+	}
+	for k, fs := range byKind {
+		if _, ok := rules[k]; !ok {
+			nan := Num(math.NaN())
+			res.Kinds[k] = &KindScore{Findings: len(fs), Precision: nan, Recall: nan, MedianDelay: nan, P95Delay: nan}
+		}
+	}
+	res.Forecast = scoreForecasts(&in, &m)
+	res.Workload = scoreLabels(&in, &m)
+	res.Attribution = m.attribution(byKind["gpu_starvation"])
+	return res
+}
+
+// episodes merges gpu_idle minute records of one subject and cause into
+// episodes (records closer than tol), and renames those with a storage
+// cause gpu_idle_storage; other records pass unchanged.
+func episodes(ts []twin.TruthRecord, tol time.Duration) []twin.TruthRecord {
+	var out []twin.TruthRecord
+	open := map[string]int{}
+	idle := make([]twin.TruthRecord, 0)
+	for _, t := range ts {
+		if t.Kind == "gpu_idle" {
+			idle = append(idle, t)
+			continue
+		}
+		out = append(out, t)
+	}
+	sort.SliceStable(idle, func(i, j int) bool { return idle[i].Start.Before(idle[j].Start) })
+	for _, t := range idle {
+		cause, _ := t.Params["cause"].(string)
+		kind := "gpu_idle"
+		if storageCauses[cause] {
+			kind = "gpu_idle_storage"
+		}
+		key := kind + "|" + cause + "|" + t.Subject.String()
+		if i, ok := open[key]; ok && !t.Start.After(out[i].End.Add(tol)) {
+			if t.End.After(out[i].End) {
+				out[i].End = t.End
+			}
+			secs, _ := t.Params["gpu_seconds"].(float64)
+			out[i].Params["gpu_seconds"] = out[i].Params["gpu_seconds"].(float64) + secs
+			continue
+		}
+		secs, _ := t.Params["gpu_seconds"].(float64)
+		t.Kind = kind
+		t.Params = map[string]any{"cause": cause, "gpu_seconds": secs}
+		out = append(out, t)
+		open[key] = len(out) - 1
+	}
+	// Episodes of storage-caused idle below MinEpisodeGPUSeconds are not
+	// targets: a few GPU-seconds lost to a briefly busy NIC are below what
+	// any detector can or should report.
+	kept := out[:0]
+	for _, t := range out {
+		if t.Kind == "gpu_idle_storage" && t.Params["gpu_seconds"].(float64) < MinEpisodeGPUSeconds {
+			t.Kind = "gpu_idle_storage_minor"
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// MinEpisodeGPUSeconds is the idle GPU-seconds a storage-caused gpu_idle
+// episode needs to be a gpu_starvation target: one GPU-minute.
+const MinEpisodeGPUSeconds = 60
+
+type matcher struct {
+	in       *Input
+	nodeJobs map[string][]string
+}
+
+var controller = regexp.MustCompile(`^(.*/nvme\d+)$`)
+
+// names returns the subjects a finding's subject stands for, in the
+// twin's names: itself and what contains it (a stripe's device, DS and
+// port; a device's DS and port; a DS's port; a client node's jobs).
+func (m *matcher) names(s models.Subject) []models.Subject {
+	n := m.in.Names
+	dsOf := func(dev string) []models.Subject {
+		ds, _, ok := strings.Cut(dev, "/")
+		if !ok {
+			return nil
+		}
+		return []models.Subject{{Kind: models.SubjectDS, ID: ds}, {Kind: models.SubjectPort, ID: "sw/" + ds}}
+	}
+	switch s.Kind {
+	case models.SubjectDevice:
+		dev := s.ID
+		if controller.MatchString(dev) {
+			dev += "n1" // SMART names the controller; the twin the namespace
+		} else if n.Device != nil {
+			if d := n.Device(dev); d != "" {
+				dev = d
+			}
+		}
+		return append([]models.Subject{{Kind: models.SubjectDevice, ID: dev}}, dsOf(dev)...)
+	case models.SubjectStripe:
+		devID, fh, _ := strings.Cut(s.ID, "/")
+		var out []models.Subject
+		if n.Stripe != nil {
+			if st := n.Stripe(fh); st != "" {
+				out = append(out, models.Subject{Kind: models.SubjectStripe, ID: st})
+			}
+		}
+		return append(out, m.names(models.Subject{Kind: models.SubjectDevice, ID: devID})...)
+	case models.SubjectDS:
+		ds := s.ID
+		if d, ok := n.DS[ds]; ok {
+			ds = d
+		}
+		return []models.Subject{{Kind: models.SubjectDS, ID: ds}, {Kind: models.SubjectPort, ID: "sw/" + ds}}
+	case models.SubjectClient:
+		out := []models.Subject{s, {Kind: models.SubjectPort, ID: "sw/" + s.ID}}
+		for _, j := range m.nodeJobs[s.ID] {
+			out = append(out, models.Subject{Kind: models.SubjectJob, ID: j})
+		}
+		return out
+	case models.SubjectJob:
+		// Without a job_group label the mds's groups are client nodes, so
+		// a "job" (a checkpoint pause) may be named by its node.
+		out := []models.Subject{s}
+		for _, j := range m.nodeJobs[s.ID] {
+			out = append(out, models.Subject{Kind: models.SubjectJob, ID: j})
+		}
+		return out
+	}
+	return []models.Subject{s}
+}
+
+// truthNames returns a truth record's subject and what it contains that a
+// finding may name instead: a hot stripe's device; a lost DS's devices are
+// matched by prefix in matches.
+func truthNames(t *twin.TruthRecord) []models.Subject {
+	out := []models.Subject{t.Subject}
+	if dev, ok := t.Params["device"].(string); ok && dev != "" {
+		out = append(out, models.Subject{Kind: models.SubjectDevice, ID: dev})
+	}
+	return out
+}
+
+// subjectsMatch reports whether a finding naming fn is about truth t.
+func (m *matcher) subjectsMatch(fn []models.Subject, t *twin.TruthRecord) bool {
+	tn := truthNames(t)
+	for _, a := range fn {
+		for _, b := range tn {
+			if a == b {
+				return true
+			}
+		}
+		// A DS-wide truth (node loss) is found by a finding on any of its
+		// devices: the device names start with the DS.
+		if t.Subject.Kind == models.SubjectDS && a.Kind == models.SubjectDevice && strings.HasPrefix(a.ID, t.Subject.ID+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *matcher) end(t time.Time) time.Time {
+	if t.IsZero() {
+		return m.in.End
+	}
+	return t
+}
+
+func (m *matcher) timesMatch(f *models.Finding, t *twin.TruthRecord) bool {
+	tol := m.in.Tolerance
+	return !f.Start.After(m.end(t.End).Add(tol)) && !m.end(f.End).Before(t.Start.Add(-tol))
+}
+
+func (m *matcher) firstReported(f *models.Finding) time.Time {
+	if t, ok := m.in.FirstReported[f.ID]; ok {
+		return t
+	}
+	return f.LastSeen
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecord) *KindScore {
+	ks := &KindScore{Findings: len(fs), TargetKinds: r.targets, ExplainKinds: append(append([]string(nil), r.targets...), r.explains...)}
+	names := make([][]models.Subject, len(fs))
+	for i := range fs {
+		names[i] = m.names(fs[i].Subject)
+	}
+	matched := make([]bool, len(fs))
+	var delays []float64
+	for ti := range truth {
+		t := &truth[ti]
+		isTarget := contains(r.targets, t.Kind)
+		if !isTarget && !contains(r.explains, t.Kind) {
+			continue
+		}
+		first := time.Time{}
+		for i := range fs {
+			if !m.timesMatch(&fs[i], t) || !m.subjectsMatch(names[i], t) {
+				continue
+			}
+			matched[i] = true
+			if rep := m.firstReported(&fs[i]); first.IsZero() || rep.Before(first) {
+				first = rep
+			}
+		}
+		if !isTarget {
+			continue
+		}
+		ks.Targets++
+		if first.IsZero() {
+			ks.Missed = append(ks.Missed, t.Kind+" "+t.Subject.String()+" at "+t.Start.UTC().Format(time.RFC3339))
+			continue
+		}
+		ks.Detected++
+		delays = append(delays, math.Max(0, first.Sub(t.Start).Seconds()))
+	}
+	for _, ok := range matched {
+		if ok {
+			ks.TruePositives++
+		}
+	}
+	ks.Precision = Num(ratio(float64(ks.TruePositives), float64(ks.Findings)))
+	ks.Recall = Num(ratio(float64(ks.Detected), float64(ks.Targets)))
+	ks.MedianDelay, ks.P95Delay = Num(quantile(delays, 0.5)), Num(quantile(delays, 0.95))
+	if len(ks.Missed) > 20 {
+		ks.Missed = append(ks.Missed[:20], "…")
+	}
+	return ks
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// quantile is the q-quantile of xs by linear interpolation; NaN when empty.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (pos-float64(lo))*(s[hi]-s[lo])
+}

@@ -1,0 +1,229 @@
+package score
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster/analysis"
+	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/models"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(min float64) time.Time { return t0.Add(time.Duration(min * float64(time.Minute))) }
+
+func subj(k models.SubjectKind, id string) models.Subject { return models.Subject{Kind: k, ID: id} }
+
+func finding(kind string, s models.Subject, start, end float64) models.Finding {
+	f := models.Finding{ID: kind + ":" + s.String() + ":" + at(start).Format(time.RFC3339), Kind: kind, Subject: s, Start: at(start), LastSeen: at(start)}
+	if end > 0 {
+		f.End = at(end)
+		f.LastSeen = at(end)
+	}
+	return f
+}
+
+func truth(kind string, s models.Subject, start, end float64, params map[string]any) twin.TruthRecord {
+	r := twin.TruthRecord{Kind: kind, Subject: s, Start: at(start), Params: params}
+	if end > 0 {
+		r.End = at(end)
+	}
+	return r
+}
+
+// names maps the ids of this test's "mds" (dev-N hex stand-ins, addresses)
+// to twin names the way the harness does.
+func names() Names {
+	devs := map[string]string{"d4": "ds04/nvme4n1", "d5": "ds05/nvme4n1", "d1": "ds01/nvme0n1"}
+	return Names{
+		Device: func(id string) string { return devs[id] },
+		Stripe: func(fh string) string {
+			if fh == "fh17" {
+				return "imagenet/shard-00017#0"
+			}
+			return ""
+		},
+		DS: map[string]string{"10.0.0.4:2049": "ds04", "10.0.0.3:2049": "ds03"},
+	}
+}
+
+func TestHotspotMatchingAndDelay(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("hot_shard", subj("stripe", "imagenet/shard-00017#0"), 10, 70, map[string]any{"device": "ds04/nvme4n1", "ds": "ds04"}),
+			truth("hot_shard", subj("stripe", "imagenet/shard-00017#1"), 10, 70, map[string]any{"device": "ds05/nvme4n1", "ds": "ds05"}),
+			truth("port_saturation", subj("port", "sw/ds03"), 20, 0, nil), // ongoing at the end
+			truth("device_saturated", subj("device", "ds01/nvme0n1"), 80, 85, nil),
+		},
+		Findings: []models.Finding{
+			finding("hotspot", subj("device", "d4"), 9.8, 71),       // device of stripe #0: a hit
+			finding("hotspot", subj("stripe", "d4/fh17"), 10.5, 70), // the stripe itself: a hit
+			finding("hotspot", subj("ds", "10.0.0.3:2049"), 25, 0),  // DS behind the port: a hit
+			finding("hotspot", subj("device", "d1"), 84, 90),        // explained by device_saturated
+			finding("hotspot", subj("device", "d5"), 200, 210),      // the right device at the wrong time
+			finding("hotspot", subj("ds", "10.0.0.4:2049"), 30, 40), // ds04 is not a target's subject
+		},
+		End: at(100),
+	}
+	in.FirstReported = map[string]time.Time{
+		in.Findings[0].ID: at(10.5), // reported 30 s after the onset although Start is backdated
+		in.Findings[1].ID: at(11),
+		in.Findings[2].ID: at(25.5),
+	}
+	in.Names = names()
+	r := Score(in)
+	hs := r.Kinds["hotspot"]
+	if hs.Findings != 6 || hs.TruePositives != 4 {
+		t.Errorf("findings %d, true positives %d; want 6, 4", hs.Findings, hs.TruePositives)
+	}
+	if hs.Targets != 3 || hs.Detected != 2 {
+		t.Errorf("targets %d, detected %d; want 3, 2 (missed: %v)", hs.Targets, hs.Detected, hs.Missed)
+	}
+	if len(hs.Missed) != 1 || !strings.Contains(hs.Missed[0], "shard-00017#1") {
+		t.Errorf("missed %v; want the stripe on ds05", hs.Missed)
+	}
+	// Delays: 30 s for the shard (first report of the device finding),
+	// 330 s for the port (first report 25.5 min, onset 20 min).
+	if float64(hs.MedianDelay) != 180 || math.Abs(float64(hs.P95Delay)-315) > 1e-9 {
+		t.Errorf("delays median %v p95 %v; want 180, 315", hs.MedianDelay, hs.P95Delay)
+	}
+	if float64(hs.Precision) != 4.0/6 || float64(hs.Recall) != 2.0/3 {
+		t.Errorf("precision %v recall %v; want 0.667 0.667", hs.Precision, hs.Recall)
+	}
+}
+
+func TestDriveAndNodeLossContainment(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("failing_drive", subj("device", "ds03/nvme2n1"), 10, 360, nil),
+			truth("node_loss", subj("ds", "ds01"), 95, 100, nil),
+			truth("gpu_idle", subj("ds", "ds01"), 95, 96, map[string]any{"cause": "node_down", "gpu_seconds": 60.0}),
+		},
+		Findings: []models.Finding{
+			finding("drive_failure_risk", subj("device", "ds03/nvme2"), 100, 0), // SMART controller name
+			finding("gpu_starvation", subj("device", "d1"), 95, 96.5),           // a device of the lost DS
+		},
+		Names: names(),
+		End:   at(400),
+	}
+	r := Score(in)
+	if d := r.Kinds["drive_failure_risk"]; d.Detected != 1 || d.TruePositives != 1 || float64(d.MedianDelay) != 90*60 {
+		t.Errorf("drive: detected %d tp %d delay %v; want 1 1 5400", d.Detected, d.TruePositives, d.MedianDelay)
+	}
+	if g := r.Kinds["gpu_starvation"]; g.Detected != 1 || g.TruePositives != 1 {
+		t.Errorf("starvation: detected %d tp %d; want 1 1", g.Detected, g.TruePositives)
+	}
+	if a := r.Attribution; float64(a.StorageIdleSeconds) != 60 || float64(a.Share) != 1 {
+		t.Errorf("attribution %+v; want 60 s, share 1", a)
+	}
+}
+
+func TestAttributionShares(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("gpu_idle", subj("device", "ds04/nvme4n1"), 10, 11, map[string]any{"cause": "device", "gpu_seconds": 100.0}),
+			truth("gpu_idle", subj("device", "ds04/nvme4n1"), 11, 12, map[string]any{"cause": "device", "gpu_seconds": 100.0}),
+			truth("gpu_idle", subj("port", "sw/ds03"), 10, 11, map[string]any{"cause": "port", "gpu_seconds": 50.0}),
+			truth("gpu_idle", subj("job", "train"), 20, 21, map[string]any{"cause": "loader", "gpu_seconds": 40.0}),
+			truth("gpu_idle", subj("job", "train"), 30, 31, map[string]any{"cause": "checkpoint", "gpu_seconds": 500.0}),
+		},
+		Findings: []models.Finding{
+			// covers the first minute fully and half of the second
+			finding("gpu_starvation", subj("stripe", "d4/fh17"), 10, 11.5),
+			// wrong subject for the port's idle time, and overlaps a quarter of the loader minute
+			finding("gpu_starvation", subj("device", "d5"), 10, 20.25),
+		},
+		Names: names(),
+		End:   at(60),
+	}
+	a := Score(in).Attribution
+	if float64(a.StorageIdleSeconds) != 250 || float64(a.Attributed) != 150 {
+		t.Errorf("storage idle %v attributed %v; want 250, 150", a.StorageIdleSeconds, a.Attributed)
+	}
+	if float64(a.HealthyIdleSeconds) != 40 || float64(a.BlamedOnStorage) != 10 {
+		t.Errorf("healthy idle %v blamed %v; want 40, 10", a.HealthyIdleSeconds, a.BlamedOnStorage)
+	}
+	if got := a.ByCause["port"]; got != [2]float64{50, 0} {
+		t.Errorf("port cause %v; want [50 0]", got)
+	}
+	// Two minute records of one subject merge into one episode; the port's
+	// 50 GPU-seconds are below one GPU-minute and no target.
+	if g := Score(in).Kinds["gpu_starvation"]; g.Targets != 1 || g.Detected != 1 {
+		t.Errorf("storage idle episodes %d, detected %d; want 1, 1 (the device)", g.Targets, g.Detected)
+	}
+}
+
+func TestCheckpointBurstsByNodeAndForecastErrors(t *testing.T) {
+	var tr []twin.TruthRecord
+	for i := range 6 { // bursts every 20 min from minute 20, 1 min long
+		s := 20 + 20*float64(i)
+		tr = append(tr, truth("checkpoint_burst", subj("job", "train"), s, s+1, nil))
+	}
+	tr = append(tr, truth("workload_phase", subj("job", "train"), 0, 0, map[string]any{"class": "training"}))
+	in := Input{
+		Truth: tr,
+		Findings: []models.Finding{
+			finding("checkpoint_burst", subj("client", "gpu00"), 20.1, 21),
+			finding("checkpoint_burst", subj("client", "gpu01"), 40.1, 41),
+			finding("checkpoint_burst", subj("client", "gpu09"), 40.1, 41), // not a node of the job
+		},
+		Forecasts: []analysis.ForecastRecord{
+			{At: at(50), Subject: subj("client", "gpu00"), Period: 21 * time.Minute, NextStart: at(61)},   // 2 bursts seen: not scored
+			{At: at(70), Subject: subj("client", "gpu00"), Period: 19 * time.Minute, NextStart: at(82)},   // next truth 80: 2/20
+			{At: at(105), Subject: subj("client", "gpu01"), Period: 20 * time.Minute, NextStart: at(121)}, // next 120: 1/20
+			{At: at(125), Subject: subj("client", "gpu01"), Period: 20 * time.Minute, NextStart: at(140)}, // no truth after: not scored
+		},
+		JobNodes: map[string][]string{"train": {"gpu00", "gpu01"}},
+		End:      at(130),
+	}
+	r := Score(in)
+	cb := r.Kinds["checkpoint_burst"]
+	if cb.TruePositives != 2 || cb.Detected != 2 || cb.Targets != 6 {
+		t.Errorf("bursts: tp %d detected %d targets %d; want 2 2 6", cb.TruePositives, cb.Detected, cb.Targets)
+	}
+	f := r.Forecast
+	if f.Predictions != 2 || math.Abs(float64(f.PeriodErrorMedian)-0.025) > 1e-9 || math.Abs(float64(f.NextStartErrorMedian)-0.075) > 1e-9 {
+		t.Errorf("forecast %+v; want 2 predictions, period error 0.025, next-start error 0.075", f)
+	}
+}
+
+func TestWorkloadLabels(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("workload_phase", subj("job", "train"), 0, 0, map[string]any{"class": "training"}),
+			truth("workload_phase", subj("job", "serve"), 0, 30, map[string]any{"class": "inference"}),
+			truth("checkpoint_burst", subj("job", "train"), 10.5, 10.7, nil),
+		},
+		Labels: []analysis.WindowLabel{
+			{Subject: subj("client", "gpu00"), Start: at(9), End: at(10), Class: "training-read"},
+			{Subject: subj("client", "gpu00"), Start: at(10), End: at(11), Class: "checkpoint"},     // burst inside
+			{Subject: subj("client", "gpu00"), Start: at(11), End: at(12), Class: "inference"},      // wrong
+			{Subject: subj("client", "gpu08"), Start: at(20), End: at(21), Class: "inference"},      // right
+			{Subject: subj("client", "gpu08"), Start: at(40), End: at(41), Class: "analytics-scan"}, // job over: idle expected
+		},
+		JobNodes: map[string][]string{"train": {"gpu00"}, "serve": {"gpu08"}},
+		End:      at(60),
+	}
+	w := Score(in).Workload
+	if w.Windows != 5 || w.Correct != 3 {
+		t.Errorf("windows %d correct %d; want 5, 3 (%v)", w.Windows, w.Correct, w.Confused)
+	}
+	if w.Confused["training-read→inference"] != 1 || w.Confused["idle→analytics-scan"] != 1 {
+		t.Errorf("confusions %v", w.Confused)
+	}
+}
+
+func TestUndefinedScoresEncodeAsNull(t *testing.T) {
+	r := Score(Input{End: at(1)})
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"precision":null`) {
+		t.Errorf("got %s; want precision null for a kind with no findings", b)
+	}
+}
