@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/analysis"
+	"github.com/ballast-io/ballast/cluster/score"
+	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/models"
+)
+
+const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] --out DIR
+
+Runs the cluster twin (a SIMULATED cluster) with the full mds pipeline and
+every wired analyzer, then scores the findings against the twin's ground
+truth (docs/evaluation.md says how): DIR/eval.json holds, per finding kind,
+precision, recall and detection delays; checkpoint forecast errors;
+workload label accuracy; and the share of storage-caused idle GPU-seconds
+attributed to the right subject. The demo's outputs (summary.json,
+truth.jsonl, findings.jsonl, actions.jsonl, the store in DIR/data) are
+written beside it, with labels.jsonl and forecasts.jsonl.
+
+See also: ballast eval all (every scenario over several seeds).
+
+Scenarios: %s, or a path to a scenario file.`
+
+func init() {
+	register(&command{name: "eval", summary: "score the analyzers against the twin's ground truth on one scenario", run: runEval})
+	register(&command{name: "eval all", summary: "score every shipped scenario over several seeds; write docs/EVALUATION.md", run: runEvalAll})
+}
+
+// EvalReport is eval.json: the demo's summary with the scores.
+type EvalReport struct {
+	cluster.DemoSummary
+	Scores    score.Result  `json:"scores"`
+	Command   string        `json:"command"`
+	Tolerance time.Duration `json:"tolerance_ns"`
+}
+
+func runEval(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := newFlagSet(env, "eval", fmt.Sprintf(evalUsage, strings.Join(twin.ScenarioNames(), ", ")))
+	scenario := fs.String("scenario", "", "scenario name or scenario file (required)")
+	seed := fs.Uint64("seed", 1, "random seed")
+	duration := fs.String("duration", "", "simulated time to run, e.g. 30m (default: the scenario's)")
+	out := fs.String("out", "", "output directory (required)")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	listen := fs.String("listen", "127.0.0.1:0", "HOST:PORT of the query API while it runs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	case *scenario == "":
+		return fmt.Errorf("%w: --scenario is required", errUsage)
+	case *out == "":
+		return fmt.Errorf("%w: --out is required", errUsage)
+	}
+	sc, err := twin.LoadScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	var dur time.Duration
+	if *duration != "" {
+		if dur, err = cluster.ParseDuration(*duration); err != nil || dur <= 0 {
+			return fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, *duration)
+		}
+	}
+	rep, err := evalOnce(ctx, env, sc, *seed, dur, *out, *listen, *quiet)
+	if err != nil {
+		return err
+	}
+	rep.Command = "ballast eval " + strings.Join(args, " ")
+	if err := writeJSON(filepath.Join(*out, "eval.json"), rep); err != nil {
+		return err
+	}
+	printEval(env, rep, *out)
+	return nil
+}
+
+// dsNames learns, from the stripe deltas the mds receives, which DS address
+// serves which pNFS device, so that scoring can name a DS address by the
+// twin's host name (through the device the twin issued).
+type dsNames struct {
+	mu  sync.Mutex
+	dev map[string]string // DS address → a device id it serves
+}
+
+func (n *dsNames) observe(ds []models.StripeDelta) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := range ds {
+		if _, ok := n.dev[ds[i].DS]; !ok && ds[i].DS != "" {
+			n.dev[ds[i].DS] = ds[i].DeviceID
+		}
+	}
+}
+
+func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, out, listen string, quiet bool) (*EvalReport, error) {
+	var an *analysis.Analysis
+	names := &dsNames{dev: map[string]string{}}
+	d, err := cluster.NewDemo(cluster.DemoOptions{
+		Scenario: sc, Seed: seed, Duration: dur, OutDir: out, Listen: listen,
+		Analysis: func(e *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
+			a, err := analysis.New(e.Store, e.Stripes, analysis.Options{})
+			if err != nil {
+				return nil, nil, err
+			}
+			e.Stripes.Subscribe(names.observe)
+			an = a
+			st, acts := a.Pipeline()
+			return st, acts, nil
+		},
+		Progress: progressPrinter(env.stderr, quiet),
+		Logger:   newLogger(env.stderr, "warn"),
+		Version:  version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sum, runErr := d.Run(ctx)
+	if !quiet {
+		fmt.Fprintln(env.stderr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	stopErr := d.Stop(sctx)
+	if runErr != nil {
+		return nil, runErr
+	}
+	if stopErr != nil {
+		return nil, stopErr
+	}
+	if an == nil {
+		return nil, fmt.Errorf("cannot score scenario %q: the analysis was not built (see the log above)", sc.Name)
+	}
+	findings, err := readFindings(filepath.Join(out, "findings.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	tw := d.Twin()
+	in := score.Input{
+		Truth:         tw.Truth(),
+		Findings:      findings,
+		FirstReported: an.FirstReported(),
+		Forecasts:     an.Forecasts(),
+		Labels:        an.Labels(),
+		JobNodes:      jobNodes(sc, tw.Nodes()),
+		Names:         score.Names{Device: tw.DeviceName, Stripe: tw.StripeOfHandle, DS: map[string]string{}},
+		End:           tw.Now(),
+		Tolerance:     time.Minute,
+	}
+	for addr, dev := range names.dev {
+		if n, _, ok := strings.Cut(tw.DeviceName(dev), "/"); ok {
+			in.Names.DS[addr] = n
+		}
+	}
+	if err := writeJSONL(filepath.Join(out, "labels.jsonl"), in.Labels); err != nil {
+		return nil, err
+	}
+	if err := writeJSONL(filepath.Join(out, "forecasts.jsonl"), in.Forecasts); err != nil {
+		return nil, err
+	}
+	return &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Tolerance: in.Tolerance}, nil
+}
+
+// jobNodes lists the client nodes of every workload: the nodes of its
+// client group (host names are the group's prefix and an index), from
+// first, count of them (0 = the rest).
+func jobNodes(sc *twin.Scenario, nodes []twin.Node) map[string][]string {
+	groups := map[string][]string{}
+	for _, n := range nodes {
+		if n.Role != twin.RoleClient {
+			continue
+		}
+		for _, g := range sc.Topology.Clients {
+			rest := strings.TrimPrefix(n.Name, g.NamePrefix)
+			if rest != n.Name && rest != "" && strings.Trim(rest, "0123456789") == "" {
+				groups[g.NamePrefix] = append(groups[g.NamePrefix], n.Name)
+			}
+		}
+	}
+	out := map[string][]string{}
+	for _, w := range sc.Workloads {
+		g := groups[w.Clients]
+		lo := min(w.First, len(g))
+		hi := len(g)
+		if w.Count > 0 {
+			hi = min(lo+w.Count, len(g))
+		}
+		out[w.Name] = append([]string(nil), g[lo:hi]...)
+	}
+	return out
+}
+
+func readFindings(path string) ([]models.Finding, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read findings %q: %w", path, err)
+	}
+	defer f.Close()
+	var out []models.Finding
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		var x models.Finding
+		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
+			return nil, fmt.Errorf("cannot read findings %q: line %d: %w", path, line, err)
+		}
+		out = append(out, x)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read findings %q: %w", path, err)
+	}
+	return out, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSONL[T any](path string, items []T) error {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	for i := range items {
+		if err := enc.Encode(&items[i]); err != nil {
+			return fmt.Errorf("cannot encode %s: %w", filepath.Base(path), err)
+		}
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("cannot write %q: %w", path, err)
+	}
+	return nil
+}
+
+func printEval(env *cmdEnv, r *EvalReport, out string) {
+	fmt.Fprintf(env.stdout, "ballast eval on the cluster twin (simulated) — scenario %s, seed %d, %s simulated at ×%.0f\n",
+		r.Scenario, r.Seed, fmtDur(time.Duration(r.SimSeconds*float64(time.Second))), r.SpeedUp)
+	for _, k := range sortedKeys(r.Scores.Kinds) {
+		ks := r.Scores.Kinds[k]
+		fmt.Fprintf(env.stdout, "  %-20s findings %4d  precision %s  recall %s (%d/%d)  delay median %s s, p95 %s s\n",
+			k, ks.Findings, fmtNum(ks.Precision), fmtNum(ks.Recall), ks.Detected, ks.Targets, fmtNum(ks.MedianDelay), fmtNum(ks.P95Delay))
+	}
+	f := r.Scores.Forecast
+	fmt.Fprintf(env.stdout, "  checkpoint_forecast  predictions %d  period error %s  next-start error %s (of the period, medians)\n",
+		f.Predictions, fmtNum(f.PeriodErrorMedian), fmtNum(f.NextStartErrorMedian))
+	w := r.Scores.Workload
+	fmt.Fprintf(env.stdout, "  workload labels      %d windows, accuracy %s\n", w.Windows, fmtNum(w.Accuracy))
+	a := r.Scores.Attribution
+	fmt.Fprintf(env.stdout, "  gpu attribution      %.0f storage-caused idle GPU-s, %s attributed right; healthy idle blamed on storage %s\n",
+		float64(a.StorageIdleSeconds), fmtNum(a.Share), fmtNum(a.HealthyBlamedShare))
+	fmt.Fprintf(env.stdout, "Outputs: %s/eval.json (and the demo's files beside it)\n", out)
+}
+
+func fmtNum(n score.Num) string {
+	b, _ := n.MarshalJSON()
+	if string(b) == "null" {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g", float64(n))
+}
