@@ -260,6 +260,9 @@ type model struct {
 	// origin's time since Monday 00:00 UTC in days.
 	weekendHarm int
 	weekOff     float64
+	// noCov skips the slope's analytic error (calibration refits do not
+	// use it).
+	noCov bool
 }
 
 // weekend reports whether x days from the origin falls on a Saturday or
@@ -429,7 +432,7 @@ func medianGap(x []float64) float64 {
 func fitModel(x, u []float64, opt Options, weekOff float64, like *model) (*model, error) {
 	gap := medianGap(x)
 	span := x[len(x)-1] - x[0]
-	m := &model{weekOff: weekOff}
+	m := &model{weekOff: weekOff, noCov: like != nil}
 	var all []float64
 	for _, pd := range opt.Periods {
 		p := pd.Hours() / 24
@@ -525,6 +528,9 @@ func (m *model) solve(x, u []float64, halfLife float64) error {
 	}
 	m.sigma = recentScale(res, w)
 	m.rho = lag1(res, w)
+	if m.noCov {
+		return nil
+	}
 	// Sandwich covariance of the weighted fit, σ²·(XᵀWX)⁻¹XᵀW²X(XᵀWX)⁻¹,
 	// widened by (1+ρ)/(1−ρ) for AR(1) residuals.
 	var xtwx, xtw2x, inv mat.Dense
