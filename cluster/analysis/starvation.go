@@ -13,19 +13,9 @@ import (
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `ballast_gpu_utilization_ratio`
 
-// pathMemory is how long a node's last read paths are kept when its client
-// reports no I/O: a starved or hung client sends no LAYOUTSTATS for the
-// layouts it is stuck on, and that is exactly when its paths matter.
-const pathMemory = 3 * time.Minute
-
-type nodePaths struct {
-	paths []starvation.Path
-	at    time.Time
-}
-
 // starvationStage feeds analyzer/starvation: GPU utilisation from DCGM,
-// each node's read paths from the tick's stripe deltas (kept for a while
-// when a node goes quiet), the health of stripes, devices and DSs from the
+// each node's read paths from the tick's stripe deltas (the analyzer
+// remembers them while a node goes quiet), the health of stripes, devices and DSs from the
 // LAYOUTSTATS series (latency; bytes not delivered = down) and the hotspot
 // stage's findings, and the groups the checkpoint stage sees writing a
 // burst. A GPU's job is its node's client group, the subject the
@@ -33,8 +23,7 @@ type nodePaths struct {
 type starvationStage struct {
 	a       *Analysis
 	an      *starvation.Analyzer
-	paths   map[string]nodePaths
-	parents map[models.Subject]models.Subject
+	parents map[models.Subject]models.Subject // device → DS
 }
 
 func newStarvationStage(a *Analysis) (*starvationStage, error) {
@@ -42,7 +31,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, paths: map[string]nodePaths{}, parents: map[models.Subject]models.Subject{}}, nil
+	return &starvationStage{a: a, an: an, parents: map[models.Subject]models.Subject{}}, nil
 }
 
 func (s *starvationStage) Name() string { return "starvation" }
@@ -73,55 +62,63 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		in.GPUs = append(in.GPUs, starvation.GPU{ID: id, Node: node, Job: job, Util: min(max(v, 0), 1)})
 	}
 
+	// Paths at device level: the analyzer remembers paths and topology
+	// per device anyway, and listing every stripe a node touched (tens of
+	// thousands) would make each tick cost as much as the twin's physics.
+	// Hot stripes are listed under their device, so the blame walk still
+	// reaches them.
 	paths, parents := starvation.PathsFromStripes(s.a.stripes.tick)
-	for k, v := range parents {
-		s.parents[k] = v
+	hotStripes := map[models.Subject]models.Subject{}
+	type nodeDev struct {
+		node string
+		dev  models.Subject
 	}
-	fresh := map[string][]starvation.Path{}
+	share := map[nodeDev]float64{}
 	for _, p := range paths {
-		fresh[p.Node] = append(fresh[p.Node], p)
-	}
-	for n, ps := range fresh {
-		s.paths[n] = nodePaths{paths: ps, at: now}
-	}
-	nodes := make([]string, 0, len(s.paths))
-	for n, np := range s.paths {
-		if now.Sub(np.at) > pathMemory {
-			delete(s.paths, n)
+		dev, ok := parents[p.Subject]
+		if !ok {
 			continue
 		}
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	onPath := map[models.Subject]bool{}
-	for _, n := range nodes {
-		for _, p := range s.paths[n].paths {
-			in.Paths = append(in.Paths, p)
-			onPath[p.Subject] = true
+		share[nodeDev{p.Node, dev}] += p.Share
+		if s.a.hot.hot[p.Subject] {
+			hotStripes[p.Subject] = dev
 		}
 	}
+	for k, v := range parents {
+		if k.Kind == models.SubjectDevice {
+			s.parents[k] = v
+		}
+	}
+	keys := make([]nodeDev, 0, len(share))
+	for k := range share {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].node != keys[j].node {
+			return keys[i].node < keys[j].node
+		}
+		return keys[i].dev.ID < keys[j].dev.ID
+	})
+	for _, k := range keys {
+		in.Paths = append(in.Paths, starvation.Path{Node: k.node, Subject: k.dev, Share: min(share[k], 1)})
+	}
 
-	// Health: every device and DS with LAYOUTSTATS series, and every
-	// stripe on a path (a stripe's only own state is hot).
+	// Health: every device and DS with LAYOUTSTATS series, and the hot
+	// stripes under their devices.
 	listed := map[models.Subject]bool{}
 	for _, l := range s.a.hot.loads {
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: math.NaN(),
 			Latency: l.latency(), Down: l.notDeliveredBytes > 0, Hot: s.a.hot.hot[l.subject]}
-		if math.IsNaN(h.Latency) {
-			h.Latency = -1
-		}
 		in.Health = append(in.Health, h)
 		listed[l.subject] = true
 	}
-	stripes := make([]models.Subject, 0, len(onPath))
-	for sub := range onPath {
-		if !listed[sub] {
-			stripes = append(stripes, sub)
-		}
+	stripes := make([]models.Subject, 0, len(hotStripes))
+	for sub := range hotStripes {
+		stripes = append(stripes, sub)
 	}
 	sort.Slice(stripes, func(i, j int) bool { return stripes[i].ID < stripes[j].ID })
 	for _, sub := range stripes {
-		in.Health = append(in.Health, starvation.Health{Subject: sub, Parent: s.parents[sub], Util: math.NaN(), Latency: -1, Hot: s.a.hot.hot[sub]})
+		in.Health = append(in.Health, starvation.Health{Subject: sub, Parent: hotStripes[sub], Util: math.NaN(), Latency: math.NaN(), Hot: true})
 		listed[sub] = true
 	}
 	// Parents a path walks through must be listed for the walk to reach
@@ -130,7 +127,13 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		p := in.Health[i].Parent
 		if p.ID != "" && !listed[p] {
 			listed[p] = true
-			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: math.NaN(), Latency: -1, Hot: s.a.hot.hot[p]})
+			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: math.NaN(), Latency: math.NaN(), Hot: s.a.hot.hot[p]})
+		}
+	}
+	for _, p := range in.Paths {
+		if !listed[p.Subject] {
+			listed[p.Subject] = true
+			in.Health = append(in.Health, starvation.Health{Subject: p.Subject, Parent: s.parents[p.Subject], Util: math.NaN(), Latency: math.NaN()})
 		}
 	}
 	for g := range s.a.ckpt.active {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// TestEvalHotShardThenRestart runs `ballast eval` on 15 simulated minutes of
+// the hot-shard scenario (the hot shard starts at 10 min), checks that the
+// hotspot kind found it, then starts `ballast mds` on the run's data dir and
+// checks that the journaled findings are served by the API and as
+// ballast_finding_active series.
+func TestEvalHotShardThenRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the twin for 15 simulated minutes")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ballastBin, "eval", "--scenario", "hot-shard", "--duration", "15m", "--seed", "1", "--out", out, "--quiet")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("eval: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "hotspot") {
+		t.Errorf("eval printed no hotspot line:\n%s", stdout.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "eval.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		End    time.Time `json:"sim_end"`
+		Scores struct {
+			Kinds map[string]struct {
+				Findings int      `json:"findings"`
+				Targets  int      `json:"targets"`
+				Recall   *float64 `json:"recall"`
+			} `json:"kinds"`
+		} `json:"scores"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("eval.json: %v\n%s", err, b)
+	}
+	hs, ok := rep.Scores.Kinds["hotspot"]
+	if !ok || hs.Targets == 0 || hs.Recall == nil || *hs.Recall <= 0 {
+		t.Fatalf("hotspot scores %+v; want targets and recall > 0\n%s", hs, b)
+	}
+	written, err := readFindings(filepath.Join(out, "findings.jsonl"))
+	if err != nil || len(written) == 0 {
+		t.Fatalf("findings.jsonl: %d findings, %v", len(written), err)
+	}
+
+	p := startMDS(t, filepath.Join(out, "data"))
+	resp, err := http.Get(p.url("/api/v1/findings?kind=hotspot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var served struct {
+		Data []models.Finding `json:"data"`
+	}
+	if err := json.Unmarshal(body, &served); err != nil {
+		t.Fatalf("findings API: %v\n%s", err, body)
+	}
+	want := 0
+	for _, f := range written {
+		if f.Kind == "hotspot" {
+			want++
+		}
+	}
+	if len(served.Data) != want {
+		t.Errorf("findings API after restart: %d hotspot findings; want the %d of findings.jsonl", len(served.Data), want)
+	}
+	if n := p.countAt(t, `ballast_finding_active{kind="hotspot"}`, rep.End); n == 0 {
+		t.Errorf("ballast_finding_active{kind=\"hotspot\"}: no series after restart")
+	}
+}
+
+func TestEvalRejectsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval", "--out", "x"}, "--scenario is required"},
+		{[]string{"eval", "--scenario", "baseline"}, "--out is required"},
+		{[]string{"eval", "--scenario", "no-such-scenario", "--out", "x"}, "no-such-scenario"},
+		{[]string{"eval", "--scenario", "baseline", "--out", "x", "--duration", "-5m"}, `--duration "-5m"`},
+		{[]string{"eval", "all", "--out", "x", "--durations", "mixed:1h"}, `--durations entry "mixed:1h"`},
+		{[]string{"eval", "all", "--out", "x", "--seeds", "0"}, "--seeds 0"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &cmdEnv{stdout: &stdout, stderr: &stderr})
+		if code == 0 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error naming %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+func TestEvalMarkdownAggregatesSeeds(t *testing.T) {
+	rep := func(p, r float64) map[string]any {
+		var m map[string]any
+		js := `{"speed_up": 100, "scores": {"kinds": {"hotspot": {"findings": 4, "targets": 4, "precision": ` +
+			jsonNum(p) + `, "recall": ` + jsonNum(r) + `, "median_delay_seconds": 20, "p95_delay_seconds": 30, "missed": ["hot_shard stripe:x at t"]}},
+			"checkpoint_forecast": {"predictions": 0, "period_error_median": null},
+			"workload_labels": {"windows": 10, "accuracy": 1}, "gpu_starvation_attribution": {"share": 0.5}}}`
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	reps := map[string][]map[string]any{"hot-shard": {rep(1, 0.5), rep(0.5, 1)}, "baseline": {rep(1, 1), rep(1, 1)}}
+	var b bytes.Buffer
+	writeEvalMarkdown(&b, "ballast eval all --out x", []string{"baseline", "hot-shard"}, reps, map[string]time.Duration{"hot-shard": time.Hour}, 2, 2, time.Minute)
+	md := b.String()
+	for _, want := range []string{
+		"| hot-shard | hotspot | 4.0 ± 0.0 | 4.0 ± 0.0 | 0.750 ± 0.354 | 0.750 ± 0.354 | 20 ± 0 | 30 ± 0 |",
+		"| hotspot precision | ≥ 0.95 | baseline | hot-shard (0.75) |",
+		"| workload label accuracy | ≥ 0.95 | baseline, hot-shard | – |",
+		"hot-shard=1h0m0s",
+		"- hotspot: hot_shard stripe:x at t",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func jsonNum(f float64) string {
+	b, _ := json.Marshal(f)
+	return string(b)
+}
