@@ -8,7 +8,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEMO_OUT    ?= demo-out
 
-.PHONY: all build test test-long lint bench demo eval clean
+.PHONY: all build test test-deps test-long lint bench demo eval clean
 
 all: build
 
@@ -16,8 +16,20 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballast
 
 # The CI test suite: every package's tests, under 15 minutes on 2 cores.
-test:
+test: test-deps
 	$(GO) test -count=1 -timeout 20m ./...
+
+# Debian packages the tests use: Chromium renders the capacity report in
+# cluster/report's browser test. Installed when missing and we may (root).
+test-deps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian package chromium for the report browser test"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "note: chromium is not installed and this is not root; the report browser test will be skipped (apt-get install chromium)"; \
+		fi; \
+	fi
 
 # Soak and fuzz runs that do not fit the CI budget.
 FUZZTIME ?= 2m
