@@ -25,7 +25,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -287,7 +286,7 @@ func progress(format string, args ...any) {
 func buildVM(ctx context.Context, out string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("cannot build VictoriaMetrics single-node: %w (or pass a binary with -vm)", err)
 	}
 	ldflags := "-X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=victoria-metrics-" + vmModuleVersion() + "-built-by-benchall"
 	cmd := exec.CommandContext(ctx, goBin, "build", "-ldflags", ldflags, "-o", out, "github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics")
