@@ -41,6 +41,9 @@ type Options struct {
 	ProcRoot string
 	SysRoot  string
 	DevRoot  string
+	// RootFS is where the host's / is seen, for statfs of the mount
+	// points the filesystem collector finds; default /.
+	RootFS string
 	// Timeout bounds one run of one collector; default 10s.
 	Timeout time.Duration
 	// CacheTTL is how long a collector's result is reused by later
@@ -77,6 +80,9 @@ func (o Options) withDefaults() Options {
 	if o.DevRoot == "" {
 		o.DevRoot = "/dev"
 	}
+	if o.RootFS == "" {
+		o.RootFS = "/"
+	}
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
@@ -112,6 +118,7 @@ func registry() []registration {
 		{"smartctl", []string{"ds"}, newSmartctlCollector},
 		{"diskstats", []string{"ds"}, newDiskstatsCollector},
 		{"nfsd", []string{"ds"}, newNFSDCollector},
+		{"filesystem", []string{"ds"}, newFilesystemCollector},
 		{"netdev", []string{"ds", "client"}, newNetdevCollector},
 		{"dcgm", []string{"client"}, newDCGMCollector},
 		{"mountstats", []string{"client"}, newMountstatsCollector},

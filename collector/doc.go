@@ -1,6 +1,6 @@
 // Package collector holds ballast's sources of telemetry: one collector per
 // source (nvme, smartctl, dcgm, diskstats, mountstats, nfsd, netdev,
-// readahead), each registered by name, each failing alone, and the HTTP
+// readahead, filesystem), each registered by name, each failing alone, and the HTTP
 // handler that serves them as Prometheus text exposition on /metrics.
 //
 // The agents (cmd/ballast ds and client) use three functions:

@@ -167,7 +167,7 @@ func TestNewHandlerRejectsUnknownCollector(t *testing.T) {
 }
 
 func TestRolesAndNames(t *testing.T) {
-	if got, want := strings.Join(DefaultEnabled("ds"), ","), "nvme,smartctl,diskstats,nfsd,netdev"; got != want {
+	if got, want := strings.Join(DefaultEnabled("ds"), ","), "nvme,smartctl,diskstats,nfsd,filesystem,netdev"; got != want {
 		t.Errorf("ds: got %s; want %s", got, want)
 	}
 	if got, want := strings.Join(DefaultEnabled("client"), ","), "netdev,dcgm,mountstats,readahead"; got != want {
@@ -176,8 +176,8 @@ func TestRolesAndNames(t *testing.T) {
 	if DefaultEnabled("mds") != nil {
 		t.Errorf("mds enables no agent collector")
 	}
-	if got := len(Names()); got != 8 {
-		t.Errorf("Names: got %d; want 8", got)
+	if got := len(Names()); got != 9 {
+		t.Errorf("Names: got %d; want 9", got)
 	}
 }
 

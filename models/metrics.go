@@ -160,6 +160,19 @@ const (
 	MetricNFSReadahead   = "ballast_nfs_client_readahead_bytes"
 )
 
+// Filesystem series from statfs(2) on the mounted block-device
+// filesystems of /proc/self/mounts (collector filesystem): what fills on a
+// data server is the filesystem it exports from each NVMe drive. Used
+// bytes, as the capacity report reads them, are size − avail.
+const (
+	MetricFilesystemSize      = "ballast_filesystem_size_bytes"
+	MetricFilesystemFree      = "ballast_filesystem_free_bytes"
+	MetricFilesystemAvail     = "ballast_filesystem_avail_bytes"
+	MetricFilesystemFiles     = "ballast_filesystem_files"
+	MetricFilesystemFilesFree = "ballast_filesystem_files_free"
+	MetricFilesystemReadonly  = "ballast_filesystem_readonly"
+)
+
 // GPU series (collector dcgm, from DCGM or a dcgm-exporter endpoint).
 const (
 	MetricGPUInfo               = "ballast_gpu_info"
@@ -198,6 +211,7 @@ var (
 	opLabels    = []string{"mountpoint", "export", "operation"}
 	netLabels   = []string{"device"}
 	gpuLabels   = []string{"gpu", "uuid", "model"}
+	fsLabels    = []string{"device", "mountpoint", "fstype"}
 )
 
 // Metrics is the table of every metric family a ballast agent can expose,
@@ -305,6 +319,13 @@ var Metrics = []MetricDesc{
 
 	{MetricBlockReadahead, MetricGauge, "bytes", "Read-ahead window of the block device (/sys/block/<dev>/queue/read_ahead_kb).", []string{"device"}, "readahead"},
 	{MetricNFSReadahead, MetricGauge, "bytes", "Read-ahead window of the NFS mount's backing device info (/sys/class/bdi/<major:minor>/read_ahead_kb).", []string{"mountpoint", "export", "bdi"}, "readahead"},
+
+	{MetricFilesystemSize, MetricGauge, "bytes", "Size of the filesystem (statfs f_blocks x f_frsize); device is the block device without /dev/.", fsLabels, "filesystem"},
+	{MetricFilesystemFree, MetricGauge, "bytes", "Free space, blocks reserved for root included (f_bfree x f_frsize).", fsLabels, "filesystem"},
+	{MetricFilesystemAvail, MetricGauge, "bytes", "Space available to unprivileged writers (f_bavail x f_frsize); size - avail is what the capacity report counts as used.", fsLabels, "filesystem"},
+	{MetricFilesystemFiles, MetricGauge, "", "Inodes of the filesystem (f_files; on XFS a ceiling that moves with free space).", fsLabels, "filesystem"},
+	{MetricFilesystemFilesFree, MetricGauge, "", "Free inodes (f_ffree).", fsLabels, "filesystem"},
+	{MetricFilesystemReadonly, MetricGauge, "", "1 when the filesystem is mounted read-only (an XFS or ext4 shutdown after I/O errors remounts it so).", fsLabels, "filesystem"},
 
 	{MetricGPUInfo, MetricGauge, "", "Constant 1 per GPU carrying its identity.", []string{"gpu", "uuid", "model", "pci_bus_id", "driver"}, "dcgm"},
 	{MetricGPUUtilization, MetricGauge, "ratio", "Fraction of time a kernel ran on the GPU (DCGM_FI_DEV_GPU_UTIL).", gpuLabels, "dcgm"},
