@@ -126,6 +126,7 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 		{"remote write duplicate label", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, 1), 400, "duplicate label"},
 		{"remote write bad metric name", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad rw"}}, 1), 400, "invalid metric name"},
 		{"gzip remote write", PathRemoteWrite, "application/x-protobuf", "gzip", validRW, 400, "snappy-compressed"},
+		{"snappy encoding on text", PathImportPrometheus, "text/plain", "snappy", []byte(good), 400, "only for remote write"},
 		{"good lines then a bad one", PathImportPrometheus, "text/plain", "", []byte(fmt.Sprintf("bad_partial 1 %d\nbad_partial{x=\"y\"} 2 %d\nbad_partial 1 2 3 4\n", ms, ms)), 400, "line 3"},
 	}
 	for _, c := range cases {
@@ -171,7 +172,8 @@ func TestRemoteWriteLandsAndIsQueryable(t *testing.T) {
 		}
 		tss = append(tss, ts)
 	}
-	code, body := post(t, PathRemoteWrite, "application/x-protobuf", "", remoteWriteBody(t, &prompb.WriteRequest{Timeseries: tss}))
+	// The headers Prometheus and vmagent send.
+	code, body := post(t, PathRemoteWrite, "application/x-protobuf", "snappy", remoteWriteBody(t, &prompb.WriteRequest{Timeseries: tss}))
 	if code != http.StatusNoContent {
 		t.Fatalf("remote write: got %d %s; want 204", code, body)
 	}

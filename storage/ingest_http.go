@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -99,7 +100,7 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, format, "content_type", http.StatusUnsupportedMediaType, err)
 		return
 	}
-	st.body, err = readBody(st.body[:0], r, h.opts.MaxBodyBytes, format == "prometheus_text")
+	st.body, err = readBody(st.body[:0], r, h.opts.MaxBodyBytes, format)
 	if err != nil {
 		if errors.Is(err, ingest.ErrTooLarge) {
 			h.reject(w, format, "too_large", http.StatusRequestEntityTooLarge, err)
@@ -120,7 +121,9 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = ingest.ParseRemoteWrite(st.dec, &lim, &st.batch)
 		}
 	} else {
-		err = ingest.ParseText(string(st.body), &lim, &st.batch)
+		// The batch aliases the body (no copy of a possibly large request);
+		// both live only until WriteBatch below returns.
+		err = ingest.ParseText(unsafe.String(unsafe.SliceData(st.body), len(st.body)), &lim, &st.batch)
 	}
 	if err != nil {
 		code := http.StatusBadRequest
@@ -188,14 +191,20 @@ func checkContentType(format, ct string) error {
 	return fmt.Errorf("content type %q is not Prometheus text exposition; want text/plain", ct)
 }
 
-// readBody reads at most max bytes of r's body (gunzipping it when
-// Content-Encoding says so and gzipOK) and returns ErrTooLarge beyond that.
-func readBody(dst []byte, r *http.Request, max int, gzipOK bool) ([]byte, error) {
+// readBody reads at most max bytes of r's body (gunzipping text when
+// Content-Encoding says so) and returns ErrTooLarge beyond that. Remote
+// write bodies stay snappy-compressed here: Prometheus and vmagent send
+// Content-Encoding: snappy, and the caller decodes the block.
+func readBody(dst []byte, r *http.Request, max int, format string) ([]byte, error) {
 	var src io.Reader = r.Body
 	switch enc := r.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
+	case "snappy":
+		if format != "remote_write" {
+			return dst, fmt.Errorf("content encoding snappy is only for remote write; send text plain or gzip")
+		}
 	case "gzip":
-		if !gzipOK {
+		if format == "remote_write" {
 			return dst, fmt.Errorf("content encoding gzip is not supported here; remote write bodies are snappy-compressed")
 		}
 		zr, err := gzip.NewReader(io.LimitReader(r.Body, int64(max)+1))
