@@ -86,11 +86,14 @@ type Options struct {
 	LevelTau       time.Duration // how fast a GPU's level follows a lower utilisation [30m]
 	SaturatedUtil  float64       // utilisation at which a subject is saturated [0.9]
 	SlowFactor     float64       // latency / expected latency at which a subject is slow [2]
-	MinSlowLatency float64       // latency below which nothing is slow, seconds [0.002]
-	LatencyTau     time.Duration // learning time constant of expected latency [10m]
-	CommonCause    float64       // share of unhealthy children that makes the parent the cause [0.5]
-	ExitAfter      time.Duration // blame-free time after which a finding closes [60s]
-	CriticalGPUs   int           // GPUs starved at once for severity critical [8]
+	MinSlowLatency float64       // latency below which nothing is slow, seconds [0.0005]
+	// LatencyTau is the time constant with which the expected latency
+	// follows a lower healthy latency; it follows a higher one six times
+	// slower, so a creeping fault is not learned as normal [10m].
+	LatencyTau   time.Duration
+	CommonCause  float64       // share of unhealthy children that makes the parent the cause [0.5]
+	ExitAfter    time.Duration // blame-free time after which a finding closes [60s]
+	CriticalGPUs int           // GPUs starved at once for severity critical [8]
 	// PathMemory is how long a node's read path and the topology above it
 	// are remembered: a DS that went down serves no bytes, so the current
 	// tick alone would drop it from the path of the nodes waiting on it [5m].
@@ -106,7 +109,7 @@ func (o Options) withDefaults() Options {
 	f(&o.MinDrop, 0.1)
 	f(&o.SaturatedUtil, 0.9)
 	f(&o.SlowFactor, 2)
-	f(&o.MinSlowLatency, 0.002)
+	f(&o.MinSlowLatency, 0.0005)
 	f(&o.CommonCause, 0.5)
 	d := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
@@ -281,7 +284,11 @@ func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, err
 				case !known:
 					a.expected[h.Subject] = lat
 				case dt > 0:
-					w := 1 - math.Exp(-dt/a.opts.LatencyTau.Seconds())
+					tau := a.opts.LatencyTau.Seconds()
+					if lat > learned {
+						tau *= 6
+					}
+					w := 1 - math.Exp(-dt/tau)
 					a.expected[h.Subject] = learned + w*(lat-learned)
 				}
 			}
