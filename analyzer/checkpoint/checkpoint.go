@@ -162,16 +162,32 @@ func (d *Detector) Findings(now time.Time) []models.Finding {
 	sort.Slice(subjects, func(i, j int) bool { return subjects[i].String() < subjects[j].String() })
 	var out []models.Finding
 	for _, s := range subjects {
-		out = append(out, d.analyse(now, d.groups[s])...)
+		g := d.groups[s]
+		out = append(out, d.analyse(now, g)...)
+		// A group that stopped reporting is forgotten once its history
+		// and its bursts have aged out (its forecast closed above).
+		if len(g.pts) == 0 && len(g.known) == 0 && g.forecastSince.IsZero() {
+			delete(d.groups, s)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
 func (d *Detector) analyse(now time.Time, g *group) []models.Finding {
+	cut := 0
+	for cut < len(g.pts) && now.Sub(g.pts[cut].T) > d.opts.Window {
+		cut++
+	}
+	g.pts = g.pts[cut:]
 	gr := resample(g.pts)
 	bursts := detect(&gr, d.opts.Params)
 	g.per, g.perOK = estimate(&gr, bursts, d.opts.Params)
+	// A silent group (a job that ended) keeps no forecast: once two
+	// periods pass without a sample its rhythm is no longer evidence.
+	if n := len(g.pts); g.perOK && (n == 0 || now.Sub(g.pts[n-1].T) > 2*g.per.Period) {
+		g.perOK = false
+	}
 	var out []models.Finding
 
 	// Match detections to the bursts already reported, by overlap, so an id

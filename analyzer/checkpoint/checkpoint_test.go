@@ -196,3 +196,30 @@ func sortedFindings(m map[string]models.Finding) []models.Finding {
 	}
 	return out
 }
+
+// TestSilentJobLosesForecast: a periodic job that stops reporting keeps its
+// forecast for two periods at most, then the forecast closes and the group
+// is forgotten once its history ages out.
+func TestSilentJobLosesForecast(t *testing.T) {
+	s := synth{period: 10 * time.Minute, dur: time.Minute, n: 6, seed: 3}
+	end := t0.Add(5*time.Minute + 6*s.period)
+	d, _ := New(Options{Window: time.Hour})
+	drive(t, d, s.series(end))
+	if _, ok := d.Forecast(end, job); !ok {
+		t.Fatal("no forecast while the job reports")
+	}
+	later := end.Add(25 * time.Minute)
+	var closed bool
+	for _, f := range d.Findings(later) {
+		if f.Kind == KindForecast && !f.Active() {
+			closed = true
+		}
+	}
+	if !closed {
+		t.Errorf("forecast still open 25 min after the job went silent")
+	}
+	d.Findings(end.Add(3 * time.Hour))
+	if len(d.groups) != 0 {
+		t.Errorf("silent group still tracked after its history aged out")
+	}
+}
