@@ -286,8 +286,8 @@ func (t *Twin) mountOps(cl *client) []mountOp {
 }
 
 // RenderNode writes the Prometheus text exposition that node's ballast
-// agent would serve now (role ds: nvme, diskstats, nfsd and netdev
-// collectors; role client: dcgm, mountstats, netdev and readahead), from
+// agent would serve now (role ds: nvme, diskstats, nfsd, filesystem and
+// netdev collectors; role client: dcgm, mountstats, netdev and readahead), from
 // the metric table in models, byte for byte as collector.WriteText would
 // encode the same samples. A data server that is down returns ErrNodeDown
 // and writes nothing.
@@ -332,7 +332,7 @@ func (s *sampler) collectors(names ...string) {
 func (t *Twin) dsSamples(i int32) []collector.Sample {
 	n := &t.ds[i]
 	var s sampler
-	s.collectors("nvme", "diskstats", "nfsd", "netdev")
+	s.collectors("nvme", "diskstats", "nfsd", "filesystem", "netdev")
 	sm, _ := t.Smart(n.name)
 	for _, h := range sm {
 		s.add(models.MetricCollectorDeviceUp, b2f(h.Up), "nvme", h.Device)
@@ -367,12 +367,43 @@ func (t *Twin) dsSamples(i int32) []collector.Sample {
 	for _, r := range rows {
 		s.diskstats(r)
 	}
+	t.filesystems(&s, n)
 	s.add(models.MetricNFSDThreads, 64)
 	s.add(models.MetricNFSDOps, math.Floor(n.nfsdReads), "4", "read")
 	s.add(models.MetricNFSDOps, math.Floor(n.nfsdWrites), "4", "write")
 	nd, _ := t.NetDev(n.name)
 	s.netdev(nd)
 	return s
+}
+
+// ExportRoot is where a simulated data server mounts the XFS filesystem
+// it exports from each drive: ExportRoot/<namespace>.
+const ExportRoot = "/export"
+
+// filesystems adds what the filesystem collector's statfs would report for
+// the XFS filesystem on each of node n's drives in service: size is the
+// drive's capacity, free and avail (equal on XFS, which reserves no blocks
+// for root) its capacity less the bytes its stripes hold. Spares and
+// replaced drives carry no mounted filesystem; a failed drive's statfs
+// fails (device_up 0). The twin does not model inodes, so the files and
+// files_free series are not rendered.
+func (t *Twin) filesystems(s *sampler, n *dsNode) {
+	for d := n.firstDev; d < n.firstDev+n.nDev; d++ {
+		dv := &t.dev[d]
+		if dv.spare || dv.retired {
+			continue
+		}
+		if dv.failed {
+			s.add(models.MetricCollectorDeviceUp, 0, "filesystem", dv.kname)
+			continue
+		}
+		l := []string{dv.kname, ExportRoot + "/" + dv.kname, "xfs"}
+		free := math.Max(0, dv.capBytes-dv.used)
+		s.add(models.MetricFilesystemSize, dv.capBytes, l...)
+		s.add(models.MetricFilesystemFree, free, l...)
+		s.add(models.MetricFilesystemAvail, free, l...)
+		s.add(models.MetricFilesystemReadonly, 0, l...)
+	}
 }
 
 func (s *sampler) diskstats(r DiskStat) {
