@@ -42,9 +42,12 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-# Benchmarks that write BENCHMARKS.md (see bench/README.md).
+# Benchmarks that write BENCHMARKS.md (see bench/README.md): the ingest and
+# query comparison with VictoriaMetrics, then the twin, LAYOUTSTATS,
+# analyzer and agent-overhead sections.
 bench: build
 	$(GO) run ./bench/cmd/benchall -ballast $(BIN) -out BENCHMARKS.md
+	$(GO) run ./bench/cmd/benchsections -ballast $(BIN) -out BENCHMARKS.md
 
 demo: build
 	./$(BIN) demo --scenario mixed --out $(DEMO_OUT)
