@@ -23,14 +23,6 @@ import (
 	"github.com/ballast-io/ballast/models"
 )
 
-// Default series of `ballast report capacity`. No agent exposes a
-// used-bytes series yet; DefaultUsedMetric is the name the report expects
-// (per drive, labels node and device, optionally pool).
-const (
-	defaultUsedMetric     = "ballast_drive_used_bytes"
-	defaultCapacityMetric = models.MetricDriveCapacity
-)
-
 func init() {
 	register(&command{
 		name:    "report capacity",
@@ -46,17 +38,20 @@ func init() {
 
 // reportFlags are the options of `ballast report capacity`.
 type reportFlags struct {
-	url, out, at, usedMetric, capMetric, poolLabel, pools, findings string
-	lookback, step, timeout                                         time.Duration
-	checkpoint                                                      time.Duration
-	noDrives                                                        bool
+	url, out, at, match, poolLabel, pools, findings string
+	lookback, step, timeout                         time.Duration
+	checkpoint                                      time.Duration
+	noDrives                                        bool
 }
 
 func runReportCapacity(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "report capacity", `Usage: ballast report capacity --out DIR [--at TIME] [--url URL] [flags]
 
 Reads every drive's used bytes and capacity from a Prometheus-compatible
-query API (a running 'ballast mds' or 'ballast demo --serve'), forecasts
+query API (a running 'ballast mds' or 'ballast demo --serve'): the
+filesystem collector's series of the filesystems the data servers export,
+used = ballast_filesystem_size_bytes - ballast_filesystem_avail_bytes and
+capacity = ballast_filesystem_size_bytes per node and device. It forecasts
 when each drive, data server, pool and the cluster reaches 85, 90 and 95 %
 with intervals, checks whether each pool can absorb evacuating its largest
 data server and its at-risk drives, and writes DIR/report.html (self-
@@ -72,8 +67,7 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	fs.DurationVar(&f.lookback, "lookback", 15*24*time.Hour, "history read before --at")
 	fs.DurationVar(&f.step, "step", 5*time.Minute, "resolution of the history read")
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "limit for all queries together")
-	fs.StringVar(&f.usedMetric, "used-metric", defaultUsedMetric, "series of used bytes per drive (labels node, device)")
-	fs.StringVar(&f.capMetric, "capacity-metric", defaultCapacityMetric, "series of capacity bytes per drive (labels node, device)")
+	fs.StringVar(&f.match, "filesystems", report.DefaultFilesystemMatch, "label matchers selecting the data filesystems, e.g. 'mountpoint=~\"/export/.+\"' (empty: all)")
 	fs.StringVar(&f.poolLabel, "pool-label", "pool", "label naming a drive's pool, when the series carry one")
 	fs.StringVar(&f.pools, "pools", "", "pools by node-name prefix when no pool label is set, e.g. scr=scratch,ds=fast (others: default)")
 	fs.DurationVar(&f.checkpoint, "checkpoint-period", 0, "checkpoint cadence to model as a seasonal cycle (0: none)")
@@ -103,11 +97,12 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	q := &apiReader{api: promv1.NewAPI(client), url: f.url}
-	devs, err := q.devices(ctx, f, at, prefixes)
+	ro := report.ReadOptions{Start: at.Add(-f.lookback), End: at, Step: f.step, Match: f.match, PoolLabel: f.poolLabel, Pools: prefixes}
+	devs, err := report.ReadDevices(ctx, q, ro)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", f.url, err)
 	}
-	in := report.Input{At: at, Source: f.url, UsedMetric: f.usedMetric, CapacityMetric: f.capMetric, Devices: devs,
+	in := report.Input{At: at, Source: f.url, UsedMetric: report.UsedQuery(ro), CapacityMetric: report.SizeQuery(ro), Devices: devs,
 		Options: capacity.DefaultOptions().WithPeriod(f.checkpoint)}
 	if !f.noDrives {
 		risks, note, err := q.driveRisks(ctx, at, f.lookback)
@@ -125,7 +120,7 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 		in.AtRisk = append(in.AtRisk, risks...)
 		in.Notes = append(in.Notes, fmt.Sprintf("Drives at risk also from the findings in %s.", f.findings))
 	}
-	in.AtRisk = matchDevices(dedupeRisks(in.AtRisk), devs)
+	in.AtRisk = report.MatchDevices(report.DedupeRisks(in.AtRisk), devs)
 	if err := report.Render(f.out, in); err != nil {
 		return err
 	}
@@ -188,60 +183,24 @@ func driveKey(m model.Metric) string {
 	return string(m["node"]) + "/" + string(m["device"])
 }
 
-// devices reads the used and capacity series and joins them per drive.
-func (q *apiReader) devices(ctx context.Context, f reportFlags, at time.Time, prefixes [][2]string) ([]capacity.DeviceSeries, error) {
-	r := promv1.Range{Start: at.Add(-f.lookback), End: at, Step: f.step}
-	used, err := q.rangeQuery(ctx, f.usedMetric, r)
+// QueryRange implements report.Querier over the HTTP API.
+func (q *apiReader) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]report.QuerySeries, error) {
+	m, err := q.rangeQuery(ctx, expr, promv1.Range{Start: start, End: end, Step: step})
 	if err != nil {
 		return nil, err
 	}
-	if len(used) == 0 {
-		return nil, fmt.Errorf("cannot build the capacity report: %s has no series %s between %s and %s (does any agent expose used bytes?)",
-			q.url, f.usedMetric, r.Start.Format(time.RFC3339), r.End.Format(time.RFC3339))
-	}
-	caps, err := q.rangeQuery(ctx, f.capMetric, r)
-	if err != nil {
-		return nil, err
-	}
-	capOf := map[string]float64{}
-	for _, s := range caps {
-		if n := len(s.Values); n > 0 {
-			capOf[driveKey(s.Metric)] = float64(s.Values[n-1].Value)
+	out := make([]report.QuerySeries, 0, len(m))
+	for _, s := range m {
+		qs := report.QuerySeries{Labels: map[string]string{}}
+		for k, v := range s.Metric {
+			qs.Labels[string(k)] = string(v)
 		}
-	}
-	var out []capacity.DeviceSeries
-	var missing []string
-	for _, s := range used {
-		key := driveKey(s.Metric)
-		c, ok := capOf[key]
-		if !ok || !(c > 0) {
-			missing = append(missing, key)
-			continue
-		}
-		d := capacity.DeviceSeries{Device: key, DS: string(s.Metric["node"]), Capacity: c,
-			Pool: poolOf(s.Metric, f.poolLabel, prefixes)}
 		for _, p := range s.Values {
-			d.Used = append(d.Used, capacity.Point{T: p.Timestamp.Time().UTC(), V: float64(p.Value)})
+			qs.Points = append(qs.Points, capacity.Point{T: p.Timestamp.Time().UTC(), V: float64(p.Value)})
 		}
-		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("cannot build the capacity report: no %s series for the drives of %s (first: %s)", f.capMetric, f.usedMetric, missing[0])
+		out = append(out, qs)
 	}
 	return out, nil
-}
-
-func poolOf(m model.Metric, label string, prefixes [][2]string) string {
-	if p := string(m[model.LabelName(label)]); p != "" {
-		return p
-	}
-	node := string(m["node"])
-	for _, kv := range prefixes {
-		if strings.HasPrefix(node, kv[0]) {
-			return kv[1]
-		}
-	}
-	return "default"
 }
 
 // smartFields maps the drive and NVMe health series to drive-health
@@ -368,42 +327,6 @@ func readRiskFindings(path string) ([]report.DriveRisk, error) {
 		}
 		out = append(out, report.DriveRisk{Device: fd.Subject.ID, Kind: fd.Kind, Severity: fd.Severity, Risk: fd.Score, Summary: fd.Summary})
 	}
-}
-
-// dedupeRisks keeps one entry per drive and kind, the riskiest.
-func dedupeRisks(rs []report.DriveRisk) []report.DriveRisk {
-	best := map[string]report.DriveRisk{}
-	var keys []string
-	for _, r := range rs {
-		k := r.Device + "|" + r.Kind
-		if b, ok := best[k]; !ok || r.Risk > b.Risk {
-			if !ok {
-				keys = append(keys, k)
-			}
-			best[k] = r
-		}
-	}
-	out := make([]report.DriveRisk, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, best[k])
-	}
-	return out
-}
-
-// matchDevices renames at-risk drives to the used-bytes series' device
-// names: health series name the controller (ds01/nvme2), used bytes may
-// name its namespace (ds01/nvme2n1).
-func matchDevices(rs []report.DriveRisk, devs []capacity.DeviceSeries) []report.DriveRisk {
-	have := map[string]bool{}
-	for _, d := range devs {
-		have[d.Device] = true
-	}
-	for i := range rs {
-		if !have[rs[i].Device] && have[rs[i].Device+"n1"] {
-			rs[i].Device += "n1"
-		}
-	}
-	return rs
 }
 
 func runEvalCapacity(_ context.Context, env *cmdEnv, args []string) error {

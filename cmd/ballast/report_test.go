@@ -16,10 +16,11 @@ import (
 	"github.com/ballast-io/ballast/models"
 )
 
-// capacityExposition renders four scratch drives on two nodes (960 GB
-// each, 50 % full at start, +1 %/day) every 15 minutes for 4 days up to
-// end, their capacity, and NVMe health series in which scr01/nvme1 has its
-// reliability critical-warning bit set.
+// capacityExposition renders the exported XFS filesystems of four scratch
+// drives on two nodes (960 GB each, 50 % full at start, +1 %/day) every 15
+// minutes for 4 days up to end, the root filesystem of each node (which
+// the report leaves out), and NVMe health series in which scr01/nvme1 has
+// its reliability critical-warning bit set.
 func capacityExposition(end time.Time) []string {
 	var chunks []string
 	var b strings.Builder
@@ -30,8 +31,15 @@ func capacityExposition(end time.Time) []string {
 		for _, node := range []string{"scr00", "scr01"} {
 			for _, dev := range []string{"nvme0", "nvme1"} {
 				l := fmt.Sprintf(`node=%q,device=%q,serial="S-%s-%s",model="sim"`, node, dev, node, dev)
-				fmt.Fprintf(&b, "ballast_drive_used_bytes{%s,pool=\"scratch\"} %d %d\n", l, int64(960e9*(0.5+0.01*x)), ms)
-				fmt.Fprintf(&b, "%s{%s} %d %d\n", models.MetricDriveCapacity, l, int64(960e9), ms)
+				fl := fmt.Sprintf(`node=%q,device="%sn1",mountpoint="/export/%sn1",fstype="xfs",pool="scratch"`, node, dev, dev)
+				avail := int64(960e9 - 960e9*(0.5+0.01*x))
+				fmt.Fprintf(&b, "%s{%s} %d %d\n", models.MetricFilesystemSize, fl, int64(960e9), ms)
+				fmt.Fprintf(&b, "%s{%s} %d %d\n", models.MetricFilesystemAvail, fl, avail, ms)
+				fmt.Fprintf(&b, "%s{%s} %d %d\n", models.MetricFilesystemFree, fl, avail, ms)
+				if dev == "nvme0" {
+					rl := fmt.Sprintf(`node=%q,device="sda2",mountpoint="/",fstype="ext4"`, node)
+					fmt.Fprintf(&b, "%s{%s} %d %d\n%s{%s} %d %d\n", models.MetricFilesystemSize, rl, int64(100e9), ms, models.MetricFilesystemAvail, rl, int64(1e9), ms)
+				}
 				if ts.Minute() != 0 {
 					continue
 				}
@@ -65,7 +73,7 @@ func TestReportCapacityFromMDS(t *testing.T) {
 	for _, chunk := range capacityExposition(end) {
 		p.importText(t, chunk)
 	}
-	p.waitCount(t, "ballast_drive_used_bytes", end, 4)
+	p.waitCount(t, models.MetricFilesystemAvail, end, 6)
 	dir := t.TempDir()
 	if msg, err := runCmd(t, "report capacity", "--url", "http://"+p.addr, "--at", end.Format(time.RFC3339),
 		"--lookback", "96h", "--step", "15m", "--out", dir); err != nil {
@@ -87,8 +95,8 @@ func TestReportCapacityFromMDS(t *testing.T) {
 	if d := float64(pool.Crossings[0].Days); d < 29 || d > 33 {
 		t.Errorf("scratch reaches 85 %% in %.2f d; want about 31", d)
 	}
-	if len(r.AtRisk) != 1 || r.AtRisk[0].Device != "scr01/nvme1" || r.AtRisk[0].Kind != "drive_failure_risk" {
-		t.Errorf("at risk %+v; want scr01/nvme1 drive_failure_risk from its critical warning", r.AtRisk)
+	if len(r.AtRisk) != 1 || r.AtRisk[0].Device != "scr01/nvme1n1" || r.AtRisk[0].Kind != "drive_failure_risk" {
+		t.Errorf("at risk %+v; want scr01/nvme1n1 drive_failure_risk from its controller's critical warning", r.AtRisk)
 	}
 	var risk bool
 	for _, e := range r.Evacuations {
@@ -131,8 +139,8 @@ func TestReportCapacityFromMDS(t *testing.T) {
 	if err := json.Unmarshal(b, &r2); err != nil {
 		t.Fatal(err)
 	}
-	if len(r2.AtRisk) != 1 || r2.AtRisk[0].Device != "scr00/nvme0" || r2.AtRisk[0].Kind != "drive_wearout" {
-		t.Errorf("at risk from findings %+v; want only scr00/nvme0 drive_wearout", r2.AtRisk)
+	if len(r2.AtRisk) != 1 || r2.AtRisk[0].Device != "scr00/nvme0n1" || r2.AtRisk[0].Kind != "drive_wearout" {
+		t.Errorf("at risk from findings %+v; want only scr00/nvme0n1 drive_wearout", r2.AtRisk)
 	}
 }
 
@@ -152,7 +160,7 @@ func TestReportCapacityErrors(t *testing.T) {
 		{[]string{"--out", t.TempDir(), "--at", "yesterday"}, true, `cannot parse --at "yesterday"`},
 		{[]string{"--out", t.TempDir(), "--pools", "scr"}, true, `cannot parse --pools entry "scr"`},
 		{[]string{"--out", t.TempDir(), "--step", "0s"}, true, "must be positive"},
-		{[]string{"--out", t.TempDir(), "--url", closed, "--timeout", "5s"}, false, "cannot query \"ballast_drive_used_bytes\" from " + closed},
+		{[]string{"--out", t.TempDir(), "--url", closed, "--timeout", "5s"}, false, "cannot query \"max by (node, device, pool) (ballast_filesystem_size_bytes{mountpoint!~"},
 	}
 	for _, c := range cases {
 		msg, err := runCmd(t, "report capacity", c.args...)
@@ -169,7 +177,7 @@ func TestReportCapacityErrors(t *testing.T) {
 func TestReportCapacityNoUsedSeries(t *testing.T) {
 	p := startMDS(t, t.TempDir())
 	_, err := runCmd(t, "report capacity", "--url", "http://"+p.addr, "--out", t.TempDir(), "--no-drive-health")
-	if err == nil || !strings.Contains(err.Error(), "has no series ballast_drive_used_bytes") {
+	if err == nil || !strings.Contains(err.Error(), "no series ballast_filesystem_size_bytes") {
 		t.Errorf("got %v; want an error saying no used-bytes series exists", err)
 	}
 }
