@@ -59,8 +59,8 @@ func (o Options) withDefaults() Options {
 // Analysis holds the stages of one mds and what they share within a tick
 // (the hotspot findings the starvation stage marks as hot, the checkpoint
 // bursts it blames pauses on), plus records for scoring: the tick at which
-// each finding was first reported, every workload label and every change
-// of a checkpoint forecast.
+// each finding was first reported, every workload label, every change of a
+// checkpoint forecast and the idle GPU-seconds blamed per cause and minute.
 type Analysis struct {
 	opts Options
 	q    Querier
@@ -135,6 +135,10 @@ func (a *Analysis) FirstReported() map[string]time.Time {
 
 // Labels returns every workload window label so far, in order.
 func (a *Analysis) Labels() []WindowLabel { return a.wl.labelsCopy() }
+
+// Blame returns the starvation analyzer's idle GPU-seconds per cause and
+// minute so far.
+func (a *Analysis) Blame() []BlameRecord { return a.st.blame() }
 
 // Forecasts returns every change of a checkpoint forecast so far.
 func (a *Analysis) Forecasts() []ForecastRecord { return a.ckpt.recordsCopy() }

@@ -9,103 +9,88 @@ import (
 
 	"github.com/ballast-io/ballast/analyzer/hotspot"
 	"github.com/ballast-io/ballast/models"
-	"github.com/ballast-io/ballast/storage"
 )
 
-// layoutQuery reads every per-device and per-DS LAYOUTSTATS series the load
-// measures need in one instant query (the ingest writes them at most every
-// 15 s; the instant lookback keeps the latest).
-const layoutQuery = `{__name__=~"ballast_layoutstats_(device|ds)_(ops_per_second|bytes_per_second|bytes_not_delivered_per_second|latency_seconds|utilization_ratio)"}`
-
-// subjectLoad is what the LAYOUTSTATS series say about one device or DS.
+// subjectLoad is what the tick's LAYOUTSTATS deltas say about one device
+// or DS.
 type subjectLoad struct {
 	subject           models.Subject
-	ops, bytes        float64
-	latencyOps        float64 // Σ latency × ops, for the ops-weighted mean
-	util              float64 // max over directions; NaN unknown
-	notDeliveredBytes float64
+	ops, bytes        float64 // completed, per second
+	completion        float64 // Σ completion time, seconds
+	opsDone           float64 // Σ completed operations
+	notDeliveredBytes float64 // per second
 }
 
+// latency is the mean completion time of the tick's operations; NaN when
+// none completed.
 func (l *subjectLoad) latency() float64 {
-	if l.ops <= 0 {
+	if l.opsDone <= 0 {
 		return math.NaN()
 	}
-	return l.latencyOps / l.ops
+	return l.completion / l.opsDone
 }
 
-// readLayoutLoads turns the result of layoutQuery into loads, sorted by
-// subject. Latency series are matched to the ops series of the same
-// subject and direction.
-func readLayoutLoads(series []storage.Series) []*subjectLoad {
-	type dirKey struct {
-		s  models.Subject
-		op string
+// loadTracker sums the tick's stripe deltas per device and per DS: the
+// same quantities as the ingest's ballast_layoutstats_{device,ds}_* series
+// (Σ over stripe keys of delta ÷ its interval), but from this tick's
+// reports only, so a change shows at the next tick instead of after the
+// series' emit interval, and without a query. Devices and DSs seen before
+// and silent now are listed with zero load: idle peers belong in the fair
+// share.
+type loadTracker struct {
+	known map[models.Subject]bool
+}
+
+func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
+	if t.known == nil {
+		t.known = map[models.Subject]bool{}
 	}
-	loads := map[models.Subject]*subjectLoad{}
-	lat := map[dirKey]float64{}
-	ops := map[dirKey]float64{}
+	by := map[models.Subject]*subjectLoad{}
 	get := func(s models.Subject) *subjectLoad {
-		l := loads[s]
+		l := by[s]
 		if l == nil {
-			l = &subjectLoad{subject: s, util: math.NaN()}
-			loads[s] = l
+			l = &subjectLoad{subject: s}
+			by[s] = l
 		}
 		return l
 	}
-	for i := range series {
-		s := &series[i]
-		v, ok := lastValue(s)
-		if !ok || math.IsNaN(v) {
+	for i := range deltas {
+		d := &deltas[i]
+		sec := d.Duration.Seconds()
+		if sec <= 0 {
 			continue
 		}
-		var subj models.Subject
-		rest := ""
-		switch {
-		case strings.HasPrefix(s.Name, "ballast_layoutstats_device_"):
-			subj = models.Subject{Kind: models.SubjectDevice, ID: s.Label("deviceid")}
-			rest = strings.TrimPrefix(s.Name, "ballast_layoutstats_device_")
-		case strings.HasPrefix(s.Name, "ballast_layoutstats_ds_"):
-			subj = models.Subject{Kind: models.SubjectDS, ID: s.Label("ds")}
-			rest = strings.TrimPrefix(s.Name, "ballast_layoutstats_ds_")
-		default:
-			continue
-		}
-		if subj.ID == "" {
-			continue
-		}
-		l := get(subj)
-		k := dirKey{subj, s.Label("op")}
-		switch rest {
-		case "ops_per_second":
-			l.ops += v
-			ops[k] += v
-		case "bytes_per_second":
-			l.bytes += v
-		case "bytes_not_delivered_per_second":
-			l.notDeliveredBytes += v
-		case "latency_seconds":
-			lat[k] = v
-		case "utilization_ratio":
-			if math.IsNaN(l.util) || v > l.util {
-				l.util = v
+		subs := [2]models.Subject{{Kind: models.SubjectDevice, ID: d.DeviceID}, {Kind: models.SubjectDS, ID: d.DS}}
+		for _, s := range subs {
+			if s.ID == "" {
+				continue
+			}
+			l := get(s)
+			for _, io := range [2]*models.StripeIO{&d.Read, &d.Write} {
+				l.ops += float64(io.OpsCompleted) / sec
+				l.bytes += float64(io.BytesCompleted) / sec
+				l.notDeliveredBytes += float64(io.BytesNotDelivered) / sec
+				l.completion += io.CompletionTime.Seconds()
+				l.opsDone += float64(io.OpsCompleted)
 			}
 		}
 	}
-	for k, v := range lat {
-		if l := loads[k.s]; l != nil {
-			l.latencyOps += v * ops[k]
-		}
+	for s := range by {
+		t.known[s] = true
 	}
-	out := make([]*subjectLoad, 0, len(loads))
-	for _, l := range loads {
+	for s := range t.known {
+		get(s)
+	}
+	out := make([]*subjectLoad, 0, len(by))
+	for _, l := range by {
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].subject.String() < out[j].subject.String() })
 	return out
 }
 
-// hotspotStage feeds analyzer/hotspot with device and DS loads from the
-// LAYOUTSTATS-derived series and the tick's stripe deltas. Device loads use
+// hotspotStage feeds analyzer/hotspot with device and DS loads summed from
+// the tick's stripe deltas, and the deltas themselves. Device loads use
 // the pNFS device id and DS loads the DS address, the ids the stripe deltas
 // carry, so device and DS findings name their hot stripes. Switch ports are
 // not judged: no agent scrapes the switch.
@@ -119,6 +104,7 @@ func readLayoutLoads(series []storage.Series) []*subjectLoad {
 // cools.
 type hotspotStage struct {
 	a       *Analysis
+	tracker loadTracker
 	det     *hotspot.Detector
 	loads   []*subjectLoad
 	hot     map[models.Subject]bool // subjects of the tick's active findings
@@ -135,12 +121,8 @@ func newHotspotStage(a *Analysis) (*hotspotStage, error) {
 
 func (h *hotspotStage) Name() string { return "hotspot" }
 
-func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
-	series, err := h.a.q.Query(ctx, layoutQuery, now)
-	if err != nil {
-		return nil, err
-	}
-	h.loads = readLayoutLoads(series)
+func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, error) {
+	h.loads = h.tracker.loads(h.a.stripes.tick)
 	in := hotspot.Input{Stripes: h.a.stripes.tick, Loads: make([]hotspot.Load, 0, len(h.loads))}
 	for _, l := range h.loads {
 		ld := hotspot.NewLoad(l.subject, "")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/starvation"
@@ -11,7 +12,7 @@ import (
 )
 
 // gpuQuery reads every GPU's DCGM utilisation.
-const gpuQuery = `ballast_gpu_utilization_ratio`
+const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
 // starvationStage feeds analyzer/starvation: GPU utilisation from DCGM,
 // each node's read paths from the tick's stripe deltas (the analyzer
@@ -23,6 +24,9 @@ const gpuQuery = `ballast_gpu_utilization_ratio`
 type starvationStage struct {
 	a       *Analysis
 	an      *starvation.Analyzer
+	prev    map[string]float64
+	mu      sync.Mutex
+	minutes map[time.Time]map[string]float64
 	parents map[models.Subject]models.Subject // device → DS
 }
 
@@ -31,7 +35,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, parents: map[models.Subject]models.Subject{}}, nil
+	return &starvationStage{a: a, an: an, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{}}, nil
 }
 
 func (s *starvationStage) Name() string { return "starvation" }
@@ -143,5 +147,53 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	if err := s.an.Observe(now, in); err != nil {
 		return nil, err
 	}
+	s.recordBlame(now)
 	return s.an.Findings(now), nil
+}
+
+// BlameRecord is the idle GPU-seconds the starvation analyzer charged to one
+// cause within one minute, recorded for scoring attribution over time.
+type BlameRecord struct {
+	Minute time.Time `json:"minute"`
+	// Cause is the blamed subject's String form, "checkpoint:<group>" for a
+	// checkpoint pause, or "not-storage" for idle time on healthy paths.
+	Cause   string  `json:"cause"`
+	Seconds float64 `json:"gpu_seconds"`
+}
+
+// recordBlame books what the analyzer charged since the previous tick to
+// the minute the tick's interval belongs to.
+func (s *starvationStage) recordBlame(now time.Time) {
+	minute := now.Add(-time.Nanosecond).Truncate(time.Minute)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range s.an.LostByCause() {
+		if d := v - s.prev[k]; d > 0 {
+			m := s.minutes[minute]
+			if m == nil {
+				m = map[string]float64{}
+				s.minutes[minute] = m
+			}
+			m[k] += d
+		}
+		s.prev[k] = v
+	}
+}
+
+func (s *starvationStage) blame() []BlameRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []BlameRecord
+	for m, causes := range s.minutes {
+		for c, v := range causes {
+			out = append(out, BlameRecord{Minute: m, Cause: c, Seconds: math.Round(v*1000) / 1000})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Minute.Equal(out[j].Minute) {
+			return out[i].Minute.Before(out[j].Minute)
+		}
+		return out[i].Cause < out[j].Cause
+	})
+	return out
 }

@@ -25,7 +25,7 @@ type WindowLabel struct {
 
 // mountQuery reads the NFS client counters a window needs, from every
 // client's mountstats, in one query.
-const mountQuery = `{__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total", operation=~"|READ|WRITE"}`
+const mountQuery = `last_over_time({__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total", operation=~"|READ|WRITE"}[30s]) keep_metric_names`
 
 // counters are one group's cumulative client counters.
 type counters struct {

@@ -3,8 +3,10 @@ package score
 import (
 	"math"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
 )
@@ -160,21 +162,51 @@ func scoreLabels(in *Input, m *matcher) WorkloadScore {
 	return ws
 }
 
-// storageKinds are the subject kinds of a storage culprit.
-var storageKinds = map[models.SubjectKind]bool{models.SubjectDevice: true, models.SubjectDS: true,
-	models.SubjectStripe: true, models.SubjectPort: true, models.SubjectClient: true}
-
-// attribution credits each truth gpu_idle record (one subject, cause and
-// minute) with the share of its minute that a gpu_starvation finding
-// naming the same subject (or something it contains) covers. Findings do
-// not say which GPUs they covered, so a storage finding that overlaps
-// healthy idle time is charged for all of it: an upper bound of blame.
-func (m *matcher) attribution(fs []models.Finding) AttributionScore {
-	as := AttributionScore{ByCause: map[string][2]float64{}}
-	names := make([][]models.Subject, len(fs))
-	for i := range fs {
-		names[i] = m.names(fs[i].Subject)
+// blameSubject parses a BlameRecord cause: a storage subject, or ok false
+// for checkpoint pauses and healthy-path idle.
+func blameSubject(cause string) (models.Subject, bool) {
+	if cause == "not-storage" || strings.HasPrefix(cause, "checkpoint:") {
+		return models.Subject{}, false
 	}
+	k, id, ok := strings.Cut(cause, ":")
+	if !ok || id == "" {
+		return models.Subject{}, false
+	}
+	return models.Subject{Kind: models.SubjectKind(k), ID: id}, true
+}
+
+// attribution compares, minute by minute, the idle GPU-seconds the
+// starvation analyzer charged to storage subjects with the truth's gpu_idle
+// records. A truth record (subject, storage cause, g GPU-seconds) earns up
+// to g of the analyzer's charges in the same minute to subjects that match
+// it (the matching rules of findings); each charged second is credited
+// once. Storage charges beyond the minute's truth storage idle count as
+// healthy idle (checkpoint pauses, loader limits) blamed on storage, up to
+// that minute's healthy idle.
+func (m *matcher) attribution(blame []analysis.BlameRecord) AttributionScore {
+	as := AttributionScore{ByCause: map[string][2]float64{}}
+	type charge struct {
+		names []models.Subject
+		left  float64
+	}
+	charges := map[time.Time][]*charge{}
+	storageBlame := map[time.Time]float64{}
+	for _, b := range blame {
+		s, ok := blameSubject(b.Cause)
+		if !ok || b.Seconds <= 0 {
+			continue
+		}
+		charges[b.Minute] = append(charges[b.Minute], &charge{names: m.names(s), left: b.Seconds})
+		storageBlame[b.Minute] += b.Seconds
+	}
+	type rec struct {
+		t     *twin.TruthRecord
+		cause string
+		secs  float64
+	}
+	var recs []rec
+	storageTruth := map[time.Time]float64{}
+	healthy := map[time.Time]float64{}
 	for i := range m.in.Truth {
 		t := &m.in.Truth[i]
 		if t.Kind != "gpu_idle" {
@@ -182,31 +214,39 @@ func (m *matcher) attribution(fs []models.Finding) AttributionScore {
 		}
 		cause, _ := t.Params["cause"].(string)
 		secs, _ := t.Params["gpu_seconds"].(float64)
-		dur := m.end(t.End).Sub(t.Start)
-		if secs <= 0 || dur <= 0 {
+		if secs <= 0 {
 			continue
 		}
-		cover := func(ok func(i int) bool) float64 {
-			best := 0.0
-			for i := range fs {
-				if ok(i) {
-					best = math.Max(best, float64(overlap(t.Start, m.end(t.End), fs[i].Start, m.end(fs[i].End)))/float64(dur))
-				}
+		min := t.Start.Truncate(time.Minute)
+		if storageCauses[cause] {
+			recs = append(recs, rec{t, cause, secs})
+			storageTruth[min] += secs
+		} else {
+			healthy[min] += secs
+		}
+	}
+	// Largest first, so that the credit does not depend on record order.
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].secs > recs[j].secs })
+	for _, r := range recs {
+		got := 0.0
+		for _, c := range charges[r.t.Start.Truncate(time.Minute)] {
+			if got >= r.secs {
+				break
 			}
-			return best
+			if c.left > 0 && m.subjectsMatch(c.names, r.t) {
+				take := math.Min(c.left, r.secs-got)
+				c.left -= take
+				got += take
+			}
 		}
-		switch {
-		case storageCauses[cause]:
-			c := cover(func(i int) bool { return m.subjectsMatch(names[i], t) })
-			as.StorageIdleSeconds += Num(secs)
-			as.Attributed += Num(c * secs)
-			bc := as.ByCause[cause]
-			as.ByCause[cause] = [2]float64{bc[0] + secs, bc[1] + c*secs}
-		case cause != "checkpoint":
-			c := cover(func(i int) bool { return storageKinds[fs[i].Subject.Kind] })
-			as.HealthyIdleSeconds += Num(secs)
-			as.BlamedOnStorage += Num(c * secs)
-		}
+		as.StorageIdleSeconds += Num(r.secs)
+		as.Attributed += Num(got)
+		bc := as.ByCause[r.cause]
+		as.ByCause[r.cause] = [2]float64{bc[0] + r.secs, bc[1] + got}
+	}
+	for min, h := range healthy {
+		as.HealthyIdleSeconds += Num(h)
+		as.BlamedOnStorage += Num(math.Min(h, math.Max(0, storageBlame[min]-storageTruth[min])))
 	}
 	as.Share = Num(ratio(float64(as.Attributed), float64(as.StorageIdleSeconds)))
 	as.HealthyBlamedShare = Num(ratio(float64(as.BlamedOnStorage), float64(as.HealthyIdleSeconds)))

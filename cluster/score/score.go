@@ -40,6 +40,9 @@ type Input struct {
 	FirstReported map[string]time.Time
 	Forecasts     []analysis.ForecastRecord
 	Labels        []analysis.WindowLabel
+	// Blame is the starvation analyzer's idle GPU-seconds per cause and
+	// minute.
+	Blame []analysis.BlameRecord
 	// JobNodes lists the client nodes of each job (from the scenario).
 	JobNodes map[string][]string
 	Names    Names
@@ -96,18 +99,19 @@ type WorkloadScore struct {
 	Confused map[string]int `json:"confused,omitempty"` // "expected→got" counts
 }
 
-// AttributionScore is how starved GPU-seconds were attributed.
+// AttributionScore is how starved GPU-seconds were attributed, minute by
+// minute (docs/evaluation.md).
 type AttributionScore struct {
 	// StorageIdleSeconds is the truth's idle GPU-seconds with a storage
-	// cause; Attributed the part of it covered by a gpu_starvation finding
-	// naming the right subject; Share their ratio.
+	// cause; Attributed the part of it the analyzer charged, in the same
+	// minute, to the right subject; Share their ratio.
 	StorageIdleSeconds Num `json:"storage_idle_gpu_seconds"`
 	Attributed         Num `json:"attributed_gpu_seconds"`
 	Share              Num `json:"share"`
-	// HealthyIdleSeconds is idle time with a non-storage cause (loader);
-	// BlamedOnStorage the part of it during which a gpu_starvation finding
-	// blamed a storage subject for a job's nodes; HealthyBlamedShare
-	// their ratio.
+	// HealthyIdleSeconds is idle time with a non-storage cause (checkpoint
+	// pauses, the loaders' own limit); BlamedOnStorage the part of it the
+	// analyzer charged to storage beyond the minute's true storage idle;
+	// HealthyBlamedShare their ratio.
 	HealthyIdleSeconds Num `json:"healthy_idle_gpu_seconds"`
 	BlamedOnStorage    Num `json:"healthy_blamed_gpu_seconds"`
 	HealthyBlamedShare Num `json:"healthy_blamed_share"`
@@ -194,7 +198,7 @@ func Score(in Input) Result {
 	}
 	res.Forecast = scoreForecasts(&in, &m)
 	res.Workload = scoreLabels(&in, &m)
-	res.Attribution = m.attribution(byKind["gpu_starvation"])
+	res.Attribution = m.attribution(in.Blame)
 	return res
 }
 

@@ -107,6 +107,7 @@ func TestDriveAndNodeLossContainment(t *testing.T) {
 			finding("drive_failure_risk", subj("device", "ds03/nvme2"), 100, 0), // SMART controller name
 			finding("gpu_starvation", subj("device", "d1"), 95, 96.5),           // a device of the lost DS
 		},
+		Blame: []analysis.BlameRecord{{Minute: at(95), Cause: "device:d1", Seconds: 60}},
 		Names: names(),
 		End:   at(400),
 	}
@@ -118,7 +119,7 @@ func TestDriveAndNodeLossContainment(t *testing.T) {
 		t.Errorf("starvation: detected %d tp %d; want 1 1", g.Detected, g.TruePositives)
 	}
 	if a := r.Attribution; float64(a.StorageIdleSeconds) != 60 || float64(a.Share) != 1 {
-		t.Errorf("attribution %+v; want 60 s, share 1", a)
+		t.Errorf("attribution %+v; want 60 s, all charged to a device of the lost DS", a)
 	}
 }
 
@@ -131,27 +132,36 @@ func TestAttributionShares(t *testing.T) {
 			truth("gpu_idle", subj("job", "train"), 20, 21, map[string]any{"cause": "loader", "gpu_seconds": 40.0}),
 			truth("gpu_idle", subj("job", "train"), 30, 31, map[string]any{"cause": "checkpoint", "gpu_seconds": 500.0}),
 		},
-		Findings: []models.Finding{
-			// covers the first minute fully and half of the second
-			finding("gpu_starvation", subj("stripe", "d4/fh17"), 10, 11.5),
-			// wrong subject for the port's idle time, and overlaps a quarter of the loader minute
-			finding("gpu_starvation", subj("device", "d5"), 10, 20.25),
+		Blame: []analysis.BlameRecord{
+			// minute 10: the hot stripe on ds04's drive is the right subject
+			// for the drive's 100 s; its extra 30 s cannot pay for the port
+			{Minute: at(10), Cause: "stripe:d4/fh17", Seconds: 130},
+			// minute 10: the DS behind the saturated port, 20 of its 50 s
+			{Minute: at(10), Cause: "ds:10.0.0.3:2049", Seconds: 20},
+			// minute 11: a wrong device
+			{Minute: at(11), Cause: "device:d5", Seconds: 100},
+			// minute 20: storage blamed during loader idle: 25 of 40 s
+			{Minute: at(20), Cause: "device:d5", Seconds: 25},
+			// minute 30: the checkpoint pause blamed right, not storage
+			{Minute: at(30), Cause: "checkpoint:gpu00", Seconds: 500},
+			{Minute: at(30), Cause: "not-storage", Seconds: 3},
 		},
 		Names: names(),
 		End:   at(60),
 	}
 	a := Score(in).Attribution
-	if float64(a.StorageIdleSeconds) != 250 || float64(a.Attributed) != 150 {
-		t.Errorf("storage idle %v attributed %v; want 250, 150", a.StorageIdleSeconds, a.Attributed)
+	if float64(a.StorageIdleSeconds) != 250 || float64(a.Attributed) != 120 {
+		t.Errorf("storage idle %v attributed %v; want 250, 120", a.StorageIdleSeconds, a.Attributed)
 	}
-	if float64(a.HealthyIdleSeconds) != 40 || float64(a.BlamedOnStorage) != 10 {
-		t.Errorf("healthy idle %v blamed %v; want 40, 10", a.HealthyIdleSeconds, a.BlamedOnStorage)
+	if float64(a.HealthyIdleSeconds) != 540 || float64(a.BlamedOnStorage) != 25 {
+		t.Errorf("healthy idle %v blamed %v; want 540, 25", a.HealthyIdleSeconds, a.BlamedOnStorage)
 	}
-	if got := a.ByCause["port"]; got != [2]float64{50, 0} {
-		t.Errorf("port cause %v; want [50 0]", got)
+	if got := a.ByCause["port"]; got != [2]float64{50, 20} {
+		t.Errorf("port cause %v; want [50 20]", got)
 	}
 	// Two minute records of one subject merge into one episode; the port's
 	// 50 GPU-seconds are below one GPU-minute and no target.
+	in.Findings = []models.Finding{finding("gpu_starvation", subj("stripe", "d4/fh17"), 10, 11.5)}
 	if g := Score(in).Kinds["gpu_starvation"]; g.Targets != 1 || g.Detected != 1 {
 		t.Errorf("storage idle episodes %d, detected %d; want 1, 1 (the device)", g.Targets, g.Detected)
 	}

@@ -154,6 +154,7 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 		FirstReported: an.FirstReported(),
 		Forecasts:     an.Forecasts(),
 		Labels:        an.Labels(),
+		Blame:         an.Blame(),
 		JobNodes:      jobNodes(sc, tw.Nodes()),
 		Names:         score.Names{Device: tw.DeviceName, Stripe: tw.StripeOfHandle, DS: map[string]string{}},
 		End:           tw.Now(),
@@ -165,6 +166,9 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 		}
 	}
 	if err := writeJSONL(filepath.Join(out, "labels.jsonl"), in.Labels); err != nil {
+		return nil, err
+	}
+	if err := writeJSONL(filepath.Join(out, "blame.jsonl"), in.Blame); err != nil {
 		return nil, err
 	}
 	if err := writeJSONL(filepath.Join(out, "forecasts.jsonl"), in.Forecasts); err != nil {
