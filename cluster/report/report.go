@@ -182,8 +182,25 @@ func Build(in Input) (*Report, error) {
 	}
 	r.Evacuations = capacity.EvacuationCheck(now, risky, in.EvacuationLimit)
 	r.Summary = summarize(r)
+	if note := shortHistory(r); note != "" {
+		r.Summary = append([]string{note}, r.Summary...)
+	}
 	r.Assumptions = assumptions(in, r, opt)
 	return r, nil
+}
+
+// shortHistory warns, as the report's first sentence, when the history
+// spans less than two days: no daily cycle is fitted (a cycle needs two of
+// itself), the trend extrapolates hours of readings, and the intervals,
+// calibrated on errors within those hours, say little about days ahead.
+// "" when the history is long enough.
+func shortHistory(r *Report) string {
+	span := r.DataTo.Sub(r.DataFrom)
+	if r.Readings == 0 || span >= 48*time.Hour {
+		return ""
+	}
+	return fmt.Sprintf("Short history: only %s of readings (%s to %s). No daily or weekly cycle can be fitted and the trend extrapolates these %s, so treat the dates below as rough: their intervals come from the model's errors within that short history and understate the uncertainty days ahead. A dependable forecast wants two weeks of history.",
+		span.Round(time.Minute), r.DataFrom.Format(time.RFC3339), r.DataTo.Format(time.RFC3339), span.Round(time.Minute))
 }
 
 func upTo(pts []capacity.Point, at time.Time) []capacity.Point {

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -97,8 +98,8 @@ func ReadDevices(ctx context.Context, q Querier, o ReadOptions) ([]capacity.Devi
 	key := func(l map[string]string) string { return l["node"] + "/" + l["device"] }
 	capOf := map[string]float64{}
 	for _, s := range sizes {
-		if n := len(s.Points); n > 0 {
-			capOf[key(s.Labels)] = s.Points[n-1].V
+		if pts := finite(s.Points); len(pts) > 0 {
+			capOf[key(s.Labels)] = pts[len(pts)-1].V
 		}
 	}
 	var out []capacity.DeviceSeries
@@ -106,18 +107,31 @@ func ReadDevices(ctx context.Context, q Querier, o ReadOptions) ([]capacity.Devi
 	for _, s := range used {
 		k := key(s.Labels)
 		c := capOf[k]
-		if !(c > 0) || len(s.Points) == 0 {
+		pts := finite(s.Points)
+		if !(c > 0) || len(pts) == 0 {
 			missing = append(missing, k)
 			continue
 		}
 		out = append(out, capacity.DeviceSeries{Device: k, DS: s.Labels["node"], Capacity: c,
-			Pool: PoolOf(s.Labels, o.poolLabel(), o.Pools), Used: s.Points})
+			Pool: PoolOf(s.Labels, o.poolLabel(), o.Pools), Used: pts})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("cannot build the capacity report: no filesystem with a positive size among %d (first: %s)", len(used), missing[0])
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
 	return out, nil
+}
+
+// finite drops the points a query engine returns as NaN (no reading
+// within its lookback: before the first scrape, after a drive failed).
+func finite(pts []capacity.Point) []capacity.Point {
+	out := pts[:0:0]
+	for _, p := range pts {
+		if !math.IsNaN(p.V) && !math.IsInf(p.V, 0) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // PoolOf is the pool of a series: its pool label, else the pool of the

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -41,13 +42,13 @@ func TestReadDevices(t *testing.T) {
 	}
 	q := &fakeQuerier{
 		used: []QuerySeries{
-			{l("scr01", "nvme0n1", ""), pts(1, 2, 3)},
+			{l("scr01", "nvme0n1", ""), pts(math.NaN(), 1, 2, 3)},
 			{l("ds00", "nvme1n1", "gold"), pts(5, 5)},
 			{l("ds00", "nvme0n1", ""), pts(4)},
 			{l("ds09", "nvme7n1", ""), pts(4)}, // no size: left out
 		},
 		size: []QuerySeries{
-			{l("scr01", "nvme0n1", ""), pts(10, 10, 12)},
+			{l("scr01", "nvme0n1", ""), pts(10, 10, 12, math.NaN())},
 			{l("ds00", "nvme1n1", "gold"), pts(20)},
 			{l("ds00", "nvme0n1", ""), pts(20)},
 		},

@@ -26,7 +26,9 @@ time ends at the wall clock, so the data sits where Grafana looks.
 While it runs it prints one progress line (simulated time, speed-up, GPU
 utilisation, findings and actions). At the end it prints a summary and
 writes OUT/summary.json, OUT/truth.jsonl (the twin's ground truth),
-OUT/findings.jsonl and OUT/actions.jsonl; the store is in OUT/data.
+OUT/findings.jsonl and OUT/actions.jsonl, and the capacity forecasts
+report (OUT/report/report.html, .md, .json, read from the store as
+'ballast report capacity' reads an mds); the store is in OUT/data.
 With --serve the query API stays up afterwards (Grafana, curl) until
 SIGINT or SIGTERM.
 
@@ -113,6 +115,14 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 		d.Stop(sctx)
 		return err
 	}
+	dir, err := d.WriteCapacityReport(ctx)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		d.Stop(sctx)
+		return fmt.Errorf("cannot write the capacity report: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "Capacity report: %s/report.html (also report.md, report.json)\n", dir)
 	if *serve {
 		fmt.Fprintf(env.stdout, "\nServing the query API at http://%s (Prometheus API; Grafana: add a Prometheus data source with this URL). Ctrl-C stops.\n", d.MDS().Addr())
 		<-ctx.Done()
