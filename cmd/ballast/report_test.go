@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -79,14 +78,7 @@ func TestReportCapacityFromMDS(t *testing.T) {
 		"--lookback", "96h", "--step", "15m", "--out", dir); err != nil {
 		t.Fatalf("report capacity: %v\n%s", err, msg)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r report.Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readReport(t, dir)
 	if len(r.Devices) != 4 || len(r.Pools) != 1 || r.Pools[0].Subject.ID != "scratch" {
 		t.Fatalf("devices %d, pools %+v; want 4 drives in pool scratch", len(r.Devices), r.Pools)
 	}
@@ -131,14 +123,7 @@ func TestReportCapacityFromMDS(t *testing.T) {
 		"--lookback", "96h", "--step", "15m", "--out", dir2, "--no-drive-health", "--findings", findings); err != nil {
 		t.Fatalf("report capacity --findings: %v\n%s", err, msg)
 	}
-	b, err = os.ReadFile(filepath.Join(dir2, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r2 report.Report
-	if err := json.Unmarshal(b, &r2); err != nil {
-		t.Fatal(err)
-	}
+	r2 := readReport(t, dir2)
 	if len(r2.AtRisk) != 1 || r2.AtRisk[0].Device != "scr00/nvme0n1" || r2.AtRisk[0].Kind != "drive_wearout" {
 		t.Errorf("at risk from findings %+v; want only scr00/nvme0n1 drive_wearout", r2.AtRisk)
 	}
