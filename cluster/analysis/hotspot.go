@@ -16,13 +16,14 @@ import (
 type subjectLoad struct {
 	subject           models.Subject
 	ops, bytes        float64 // completed, per second
-	completion        float64 // Σ completion time, seconds
-	opsDone           float64 // Σ completed operations
+	completion        float64 // Σ completion time of reads, seconds
+	opsDone           float64 // Σ completed reads
 	notDeliveredBytes float64 // per second
 }
 
-// latency is the mean completion time of the tick's operations; NaN when
-// none completed.
+// latency is the mean completion time of the tick's reads; NaN when none
+// completed. Reads only: a checkpoint's large writes take longer per
+// operation without anything being slow, and starving GPUs wait on reads.
 func (l *subjectLoad) latency() float64 {
 	if l.opsDone <= 0 {
 		return math.NaN()
@@ -70,9 +71,9 @@ func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
 				l.ops += float64(io.OpsCompleted) / sec
 				l.bytes += float64(io.BytesCompleted) / sec
 				l.notDeliveredBytes += float64(io.BytesNotDelivered) / sec
-				l.completion += io.CompletionTime.Seconds()
-				l.opsDone += float64(io.OpsCompleted)
 			}
+			l.completion += d.Read.CompletionTime.Seconds()
+			l.opsDone += float64(d.Read.OpsCompleted)
 		}
 	}
 	for s := range by {
@@ -86,6 +87,28 @@ func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
 		out = append(out, l)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].subject.String() < out[j].subject.String() })
+	return out
+}
+
+// quorum reports, per subject kind, whether at least half of the known
+// subjects served I/O in the tick. A fair share needs a busy cluster: while
+// most devices are idle or stalled (a lost DS holds up every stream that
+// touches it) the peer median is near zero, any device still serving is
+// "∞× its peers", and without the drives' utilisation (which the analyzer
+// would use to dismiss it) that would be a false hotspot. Such ticks are
+// not judged.
+func quorum(loads []*subjectLoad) map[models.SubjectKind]bool {
+	total, active := map[models.SubjectKind]int{}, map[models.SubjectKind]int{}
+	for _, l := range loads {
+		total[l.subject.Kind]++
+		if l.bytes > 0 {
+			active[l.subject.Kind]++
+		}
+	}
+	out := map[models.SubjectKind]bool{}
+	for k, n := range total {
+		out[k] = 2*active[k] >= n
+	}
 	return out
 }
 
@@ -124,7 +147,11 @@ func (h *hotspotStage) Name() string { return "hotspot" }
 func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, error) {
 	h.loads = h.tracker.loads(h.a.stripes.tick)
 	in := hotspot.Input{Stripes: h.a.stripes.tick, Loads: make([]hotspot.Load, 0, len(h.loads))}
+	busy := quorum(h.loads)
 	for _, l := range h.loads {
+		if !busy[l.subject.Kind] {
+			continue
+		}
 		ld := hotspot.NewLoad(l.subject, "")
 		ld.Values[hotspot.IOPS] = l.ops
 		ld.Values[hotspot.BytesPerSec] = l.bytes

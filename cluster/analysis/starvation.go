@@ -11,6 +11,10 @@ import (
 	"github.com/ballast-io/ballast/models"
 )
 
+// latencySmoothing is the time constant of the read-latency average the
+// starvation stage gives the analyzer.
+const latencySmoothing = 30 * time.Second
+
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
@@ -28,6 +32,8 @@ type starvationStage struct {
 	mu      sync.Mutex
 	minutes map[time.Time]map[string]float64
 	parents map[models.Subject]models.Subject // device → DS
+	latency map[models.Subject]float64        // smoothed read latency
+	last    time.Time
 }
 
 func newStarvationStage(a *Analysis) (*starvationStage, error) {
@@ -35,7 +41,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{}}, nil
+	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{}}, nil
 }
 
 func (s *starvationStage) Name() string { return "starvation" }
@@ -110,9 +116,24 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	// Health: every device and DS with LAYOUTSTATS series, and the hot
 	// stripes under their devices.
 	listed := map[models.Subject]bool{}
+	// One tick's mean read latency is a handful of requests on a quiet
+	// device; smoothing it over latencySmoothing keeps one slow burst of
+	// requests from reading as a slow device.
+	w := 1.0
+	if !s.last.IsZero() {
+		w = 1 - math.Exp(-now.Sub(s.last).Seconds()/latencySmoothing.Seconds())
+	}
+	s.last = now
 	for _, l := range s.a.hot.loads {
+		lat := l.latency()
+		if prev, ok := s.latency[l.subject]; ok && !math.IsNaN(lat) {
+			lat = prev + w*(lat-prev)
+		}
+		if !math.IsNaN(lat) {
+			s.latency[l.subject] = lat
+		}
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: math.NaN(),
-			Latency: l.latency(), Down: l.notDeliveredBytes > 0, Hot: s.a.hot.hot[l.subject]}
+			Latency: lat, Down: l.notDeliveredBytes > 0, Hot: s.a.hot.hot[l.subject]}
 		in.Health = append(in.Health, h)
 		listed[l.subject] = true
 	}

@@ -175,6 +175,40 @@ func blameSubject(cause string) (models.Subject, bool) {
 	return models.Subject{Kind: models.SubjectKind(k), ID: id}, true
 }
 
+// faultPeers returns, for a gpu_idle record on subject S, the truth fault
+// records overlapping its minute on other subjects of S's kind when S is
+// itself in such a fault then: the resources in the same condition.
+func (m *matcher) faultPeers(idle *twin.TruthRecord) []*twin.TruthRecord {
+	var own bool
+	var peers []*twin.TruthRecord
+	for i := range m.in.Truth {
+		t := &m.in.Truth[i]
+		if !contains(faultKinds, t.Kind) || t.Start.After(m.end(idle.End)) || m.end(t.End).Before(idle.Start) {
+			continue
+		}
+		for _, n := range truthNames(t) {
+			if n == idle.Subject {
+				own = true
+			} else if n.Kind == idle.Subject.Kind {
+				peers = append(peers, &twin.TruthRecord{Kind: t.Kind, Subject: n, Start: t.Start, End: t.End})
+			}
+		}
+	}
+	if !own {
+		return nil
+	}
+	return peers
+}
+
+func (m *matcher) anyMatch(names []models.Subject, ts []*twin.TruthRecord) bool {
+	for _, t := range ts {
+		if m.subjectsMatch(names, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // attribution compares, minute by minute, the idle GPU-seconds the
 // starvation analyzer charged to storage subjects with the truth's gpu_idle
 // records. A truth record (subject, storage cause, g GPU-seconds) earns up
@@ -229,11 +263,12 @@ func (m *matcher) attribution(blame []analysis.BlameRecord) AttributionScore {
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].secs > recs[j].secs })
 	for _, r := range recs {
 		got := 0.0
+		peers := m.faultPeers(r.t)
 		for _, c := range charges[r.t.Start.Truncate(time.Minute)] {
 			if got >= r.secs {
 				break
 			}
-			if c.left > 0 && m.subjectsMatch(c.names, r.t) {
+			if c.left > 0 && (m.subjectsMatch(c.names, r.t) || m.anyMatch(c.names, peers)) {
 				take := math.Min(c.left, r.secs-got)
 				c.left -= take
 				got += take

@@ -158,9 +158,17 @@ var rules = map[string]rule{
 		explains: []string{"device_saturated", "ds_nic_saturated", "port_saturated", "slow_drive"}},
 	"checkpoint_burst":   {targets: []string{"checkpoint_burst"}},
 	"drive_failure_risk": {targets: []string{"failing_drive"}, explains: []string{"drive_failed", "slow_drive"}},
-	"gpu_starvation":     {targets: []string{"gpu_idle_storage"}, explains: []string{"gpu_idle", "gpu_idle_storage_minor"}},
+	"gpu_starvation":     {targets: []string{"gpu_idle_storage"}, explains: append([]string{"gpu_idle", "gpu_idle_storage_minor"}, faultKinds...)},
 	"workload_shift":     {targets: []string{"workload_shift"}, explains: []string{"workload_phase"}},
 }
+
+// faultKinds are the truth kinds of a storage fault or saturation: a
+// gpu_starvation finding naming such a subject while it lasts is right,
+// and idle GPU-seconds charged to it count for idle the twin blamed on
+// another subject of the same kind in the same condition (the twin breaks
+// ties between equally slow stripes of a stream by taking the first).
+var faultKinds = []string{"hot_shard", "device_saturated", "ds_nic_saturated", "port_saturated", "client_nic_saturated",
+	"port_saturation", "node_loss", "failing_drive", "drive_failed", "slow_drive"}
 
 // Score scores one run.
 func Score(in Input) Result {
@@ -319,12 +327,15 @@ func (m *matcher) names(s models.Subject) []models.Subject {
 }
 
 // truthNames returns a truth record's subject and what it contains that a
-// finding may name instead: a hot stripe's device; a lost DS's devices are
-// matched by prefix in matches.
+// finding may name instead: a hot stripe's device and DS; a lost DS's
+// devices are matched by prefix in subjectsMatch.
 func truthNames(t *twin.TruthRecord) []models.Subject {
 	out := []models.Subject{t.Subject}
 	if dev, ok := t.Params["device"].(string); ok && dev != "" {
 		out = append(out, models.Subject{Kind: models.SubjectDevice, ID: dev})
+	}
+	if ds, ok := t.Params["ds"].(string); ok && ds != "" && t.Kind == "hot_shard" {
+		out = append(out, models.Subject{Kind: models.SubjectDS, ID: ds})
 	}
 	return out
 }

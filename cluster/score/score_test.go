@@ -65,7 +65,7 @@ func TestHotspotMatchingAndDelay(t *testing.T) {
 			finding("hotspot", subj("ds", "10.0.0.3:2049"), 25, 0),  // DS behind the port: a hit
 			finding("hotspot", subj("device", "d1"), 84, 90),        // explained by device_saturated
 			finding("hotspot", subj("device", "d5"), 200, 210),      // the right device at the wrong time
-			finding("hotspot", subj("ds", "10.0.0.4:2049"), 30, 40), // ds04 is not a target's subject
+			finding("hotspot", subj("ds", "10.0.0.4:2049"), 80, 90), // the hot stripe's DS, after the fault
 		},
 		End: at(100),
 	}
@@ -164,6 +164,28 @@ func TestAttributionShares(t *testing.T) {
 	in.Findings = []models.Finding{finding("gpu_starvation", subj("stripe", "d4/fh17"), 10, 11.5)}
 	if g := Score(in).Kinds["gpu_starvation"]; g.Targets != 1 || g.Detected != 1 {
 		t.Errorf("storage idle episodes %d, detected %d; want 1, 1 (the device)", g.Targets, g.Detected)
+	}
+}
+
+// TestAttributionToPeersInTheSameFault: the twin blames one of the four
+// equally saturated drives of a hot shard; charges to another of them count.
+func TestAttributionToPeersInTheSameFault(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("device_saturated", subj("device", "ds04/nvme4n1"), 9, 0, nil),
+			truth("device_saturated", subj("device", "ds05/nvme4n1"), 9, 0, nil),
+			truth("gpu_idle", subj("device", "ds04/nvme4n1"), 10, 11, map[string]any{"cause": "device", "gpu_seconds": 100.0}),
+			truth("gpu_idle", subj("ds", "ds03"), 10, 11, map[string]any{"cause": "ds_nic", "gpu_seconds": 100.0}),
+		},
+		Blame: []analysis.BlameRecord{
+			{Minute: at(10), Cause: "device:d5", Seconds: 60}, // saturated peer of ds04/nvme4n1
+			{Minute: at(10), Cause: "device:d1", Seconds: 60}, // not saturated, not ds03: nobody's
+		},
+		Names: names(),
+		End:   at(20),
+	}
+	if a := Score(in).Attribution; float64(a.Attributed) != 60 {
+		t.Errorf("attributed %v; want 60 (the saturated peer only)", a.Attributed)
 	}
 }
 
