@@ -1,0 +1,144 @@
+package analysis
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func delta(dev, ds string, dur time.Duration, readOps, readBytes, writeBytes, notDelivered uint64, completion time.Duration) models.StripeDelta {
+	return models.StripeDelta{
+		StripeKey: models.StripeKey{Client: "gpu00", DeviceID: dev, FileHandle: "fh"},
+		DS:        ds, Duration: dur, End: t0,
+		Read:  models.StripeIO{OpsCompleted: readOps, BytesCompleted: readBytes, BytesNotDelivered: notDelivered, CompletionTime: completion},
+		Write: models.StripeIO{OpsCompleted: 1, BytesCompleted: writeBytes, CompletionTime: time.Second},
+	}
+}
+
+func TestLoadTrackerSumsDeltasPerDeviceAndDS(t *testing.T) {
+	var tr loadTracker
+	ls := tr.loads([]models.StripeDelta{
+		delta("d1", "10.0.0.1:2049", 10*time.Second, 100, 1000, 500, 0, 200*time.Millisecond),
+		delta("d1", "10.0.0.1:2049", 5*time.Second, 100, 1000, 0, 50, 600*time.Millisecond),
+		delta("d2", "10.0.0.1:2049", 10*time.Second, 0, 0, 0, 0, 0),
+	})
+	got := map[string]*subjectLoad{}
+	for _, l := range ls {
+		got[l.subject.String()] = l
+	}
+	d1 := got["device:d1"]
+	if d1 == nil || d1.bytes != 100+50+200 || d1.ops != 10+0.1+20+0.2 || d1.notDeliveredBytes != 10 {
+		t.Fatalf("device d1 %+v; want bytes 350/s, ops 30.3/s, not delivered 10/s", d1)
+	}
+	// Read latency only: 0.8 s over 200 reads; the writes' 1 s is left out.
+	if lat := d1.latency(); math.Abs(lat-0.004) > 1e-12 {
+		t.Errorf("d1 latency %v; want 0.004", lat)
+	}
+	if ds := got["ds:10.0.0.1:2049"]; ds == nil || ds.bytes != 350 {
+		t.Errorf("ds %+v; want bytes 350/s", ds)
+	}
+	if d2 := got["device:d2"]; d2 == nil || !math.IsNaN(d2.latency()) {
+		t.Errorf("d2 %+v; want listed with unknown latency", d2)
+	}
+	// A silent tick keeps the known subjects, at zero.
+	ls = tr.loads(nil)
+	if len(ls) != 3 || ls[0].bytes != 0 {
+		t.Errorf("silent tick: %d loads, first %+v; want 3 at zero", len(ls), ls[0])
+	}
+	if q := quorum(ls); q[models.SubjectDevice] || q[models.SubjectDS] {
+		t.Errorf("quorum on a silent tick %v; want none", q)
+	}
+}
+
+func TestQuorumNeedsHalfTheSubjectsBusy(t *testing.T) {
+	mk := func(kind models.SubjectKind, bytes ...float64) []*subjectLoad {
+		var out []*subjectLoad
+		for i, b := range bytes {
+			out = append(out, &subjectLoad{subject: models.Subject{Kind: kind, ID: string(rune('a' + i))}, bytes: b})
+		}
+		return out
+	}
+	ls := append(mk(models.SubjectDevice, 5, 0, 0, 7), mk(models.SubjectDS, 0, 0, 1)...)
+	q := quorum(ls)
+	if !q[models.SubjectDevice] || q[models.SubjectDS] {
+		t.Errorf("quorum %v; want devices (2 of 4 busy) judged, DSs (1 of 3) not", q)
+	}
+}
+
+func series(name string, v float64, labels ...string) storage.Series {
+	s := storage.Series{Name: name, Timestamps: []int64{t0.UnixMilli()}, Values: []float64{v}}
+	for i := 0; i+1 < len(labels); i += 2 {
+		s.Labels = append(s.Labels, models.Label{Name: labels[i], Value: labels[i+1]})
+	}
+	return s
+}
+
+func TestReadSmartBuildsObservations(t *testing.T) {
+	obs := readSmart([]storage.Series{
+		series("ballast_nvme_critical_warning", 1, "node", "ds03", "device", "nvme2", "bit", "spare"),
+		series("ballast_nvme_critical_warning", 1, "node", "ds03", "device", "nvme2", "bit", "reliability"),
+		series("ballast_nvme_critical_warning", 0, "node", "ds03", "device", "nvme2", "bit", "temperature"),
+		series("ballast_nvme_available_spare_ratio", 0.08, "node", "ds03", "device", "nvme2"),
+		series("ballast_nvme_media_errors_total", 42, "node", "ds03", "device", "nvme2"),
+		series("ballast_nvme_warning_temperature_seconds_total", 600, "node", "ds03", "device", "nvme2"),
+		series("ballast_drive_power_on_seconds_total", 7200, "node", "ds03", "device", "nvme2"),
+		series("ballast_nvme_media_errors_total", 0, "node", "ds04", "device", "nvme2"),
+		series("ballast_nvme_media_errors_total", 9, "device", "nvme9"), // no node: skipped
+	}, t0)
+	o, ok := obs["ds03/nvme2"]
+	if !ok || len(obs) != 2 {
+		t.Fatalf("observations %v; want ds03/nvme2 and ds04/nvme2", obs)
+	}
+	if o.CriticalWarning != 5 || math.Abs(o.AvailableSpare-8) > 1e-9 || o.MediaErrors != 42 || o.WarningTempMinutes != 10 || o.PowerOnHours != 2 {
+		t.Errorf("ds03/nvme2 %+v; want warning 5 (bits 0 and 2), spare 8 %%, 42 media errors, 10 min, 2 h", o)
+	}
+	if !math.IsNaN(o.PercentageUsed) {
+		t.Errorf("percentage used %v; want unknown", o.PercentageUsed)
+	}
+}
+
+func TestReadMountCountersGroups(t *testing.T) {
+	c := readMountCounters([]storage.Series{
+		series("ballast_nfs_client_read_bytes_total", 100, "node", "gpu00"),
+		series("ballast_nfs_client_direct_read_bytes_total", 5, "node", "gpu00"),
+		series("ballast_nfs_client_server_read_bytes_total", 400, "node", "gpu00"),
+		series("ballast_nfs_client_write_bytes_total", 7, "node", "gpu00"),
+		series("ballast_nfs_client_operations_total", 3, "node", "gpu00", "operation", "READ"),
+		series("ballast_nfs_client_operations_total", 2, "node", "gpu00", "operation", "WRITE"),
+		series("ballast_nfs_client_read_bytes_total", 10, "node", "gpu01", GroupLabel, "train"),
+		series("ballast_nfs_client_read_bytes_total", 20, "node", "gpu02", GroupLabel, "train"),
+	})
+	n := c[models.Subject{Kind: models.SubjectClient, ID: "gpu00"}]
+	if n != (counters{read: 105, write: 7, serverRead: 400, readOps: 3, writeOps: 2}) {
+		t.Errorf("gpu00 %+v", n)
+	}
+	if j := c[models.Subject{Kind: models.SubjectJob, ID: "train"}]; j.read != 30 {
+		t.Errorf("job_group train %+v; want read 30 summed over its nodes", j)
+	}
+	// A counter reset counts the new value.
+	if d := (counters{read: 5}).sub(counters{read: 100}); d.read != 5 {
+		t.Errorf("reset delta %v; want 5", d.read)
+	}
+}
+
+func TestCloserEndsVanishedFindings(t *testing.T) {
+	var c closer
+	f := models.Finding{ID: "a", Kind: "k", Start: t0, LastSeen: t0}
+	g := models.Finding{ID: "b", Kind: "k", Start: t0, LastSeen: t0}
+	if out := c.update(t0, []models.Finding{f, g}); len(out) != 2 {
+		t.Fatalf("first tick: %d findings; want 2", len(out))
+	}
+	t1 := t0.Add(time.Minute)
+	out := c.update(t1, []models.Finding{f})
+	if len(out) != 2 || out[1].ID != "b" || !out[1].End.Equal(t1) {
+		t.Fatalf("second tick %+v; want a, then b ended at %s", out, t1)
+	}
+	if out := c.update(t1.Add(time.Minute), nil); len(out) != 1 || out[0].ID != "a" {
+		t.Errorf("third tick %+v; want only a ended (b ended once)", out)
+	}
+}
