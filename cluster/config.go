@@ -129,6 +129,8 @@ type RootsConfig struct {
 	Proc string `yaml:"proc"`
 	Sys  string `yaml:"sys"`
 	Dev  string `yaml:"dev"`
+	// RootFS is where the host's / is seen, for statfs of its mounts.
+	RootFS string `yaml:"rootfs"`
 }
 
 // AgentConfig is the configuration file of the ds and client roles.
@@ -187,7 +189,7 @@ func DefaultAgentConfig(role string) AgentConfig {
 		Role:             role,
 		Listen:           listen,
 		LogLevel:         "info",
-		Roots:            RootsConfig{Proc: "/proc", Sys: "/sys", Dev: "/dev"},
+		Roots:            RootsConfig{Proc: "/proc", Sys: "/sys", Dev: "/dev", RootFS: "/"},
 		Telemetry:        TelemetryConfig{ServiceName: "ballast-" + role, SampleRatio: 1},
 		CollectorTimeout: Duration(5 * time.Second),
 		CacheFor:         Duration(time.Second),
@@ -253,7 +255,7 @@ func (c *AgentConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("role: %q is not %q or %q", c.Role, RoleDS, RoleClient))
 	}
 	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate())
-	for name, p := range map[string]string{"roots.proc": c.Roots.Proc, "roots.sys": c.Roots.Sys, "roots.dev": c.Roots.Dev} {
+	for name, p := range map[string]string{"roots.proc": c.Roots.Proc, "roots.sys": c.Roots.Sys, "roots.dev": c.Roots.Dev, "roots.rootfs": c.Roots.RootFS} {
 		if p == "" {
 			errs = append(errs, fmt.Errorf("%s: must not be empty", name))
 		}

@@ -58,6 +58,7 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 	proc := fs.String("proc-root", d.Roots.Proc, "where /proc is read from")
 	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from")
 	dev := fs.String("dev-root", d.Roots.Dev, "where device nodes are opened")
+	rootfs := fs.String("rootfs", d.Roots.RootFS, "where the host's / is seen, for statfs of its mounts (e.g. /host in a container)")
 	timeout := fs.Duration("collector-timeout", time.Duration(d.CollectorTimeout), "bound on one collector run")
 	cacheFor := fs.Duration("cache-for", time.Duration(d.CacheFor), "scrapes within this window reuse one collection")
 	defaults := map[string]bool{}
@@ -95,6 +96,8 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 			cfg.Roots.Sys = *sys
 		case "dev-root":
 			cfg.Roots.Dev = *dev
+		case "rootfs":
+			cfg.Roots.RootFS = *rootfs
 		case "collector-timeout":
 			cfg.CollectorTimeout = cluster.Duration(*timeout)
 		case "cache-for":
@@ -134,6 +137,7 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 		ProcRoot:        cfg.Roots.Proc,
 		SysRoot:         cfg.Roots.Sys,
 		DevRoot:         cfg.Roots.Dev,
+		RootFS:          cfg.Roots.RootFS,
 		Timeout:         time.Duration(cfg.CollectorTimeout),
 		CacheTTL:        cacheTTL,
 		SmartctlPath:    cfg.SmartctlPath,
