@@ -183,28 +183,31 @@ func memberships(f Features) map[string]float64 {
 	}
 	veryLarge := ramp(log2(f.MeanReadBytes), log2(512*kib), log2(1024*kib))
 	return map[string]float64{
-		"read_heavy":   ramp(f.ReadFraction, 0.6, 0.85),
-		"write_heavy":  ramp(1-f.ReadFraction, 0.6, 0.85),
-		"large_writes": ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
-		"scan_reads":   veryLarge,
-		"shard_reads":  ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)) * (1 - veryLarge),
-		"sequential":   sequential,
-		"not_random":   1 - random,
-		"random":       random,
-		"steady":       1 - ramp(f.Burstiness, 0.8, 1.5),
-		"bursty":       math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
+		"read_heavy":    ramp(f.ReadFraction, 0.6, 0.85),
+		"writes_matter": ramp(1-f.ReadFraction, 0.2, 0.4),
+		"large_writes":  ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
+		"scan_reads":    veryLarge,
+		"shard_reads":   ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib)) * (1 - veryLarge),
+		"sequential":    sequential,
+		"not_random":    1 - random,
+		"random":        random,
+		"steady":        1 - ramp(f.Burstiness, 0.8, 1.5),
+		"bursty":        math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
 	}
 }
 
 // rules defines each class as the product of its statements. Training
 // loaders read shards (sequential within a file, 64 KiB–512 KiB requests)
 // at the steady pace of the GPUs; scans stream large requests; inference
-// reads weights at random; checkpoints write large requests in bursts.
+// reads weights at random; checkpoints write large requests in bursts. A
+// checkpoint needs only a third of the window's bytes to be its writes: a
+// training job keeps reading while it checkpoints, and the window is about
+// the checkpoint.
 var rules = []struct {
 	class Class
 	terms []string
 }{
-	{Checkpoint, []string{"write_heavy", "large_writes", "bursty"}},
+	{Checkpoint, []string{"writes_matter", "large_writes", "bursty"}},
 	{AnalyticsScan, []string{"read_heavy", "sequential", "scan_reads"}},
 	{TrainingRead, []string{"read_heavy", "not_random", "shard_reads", "steady"}},
 	{Inference, []string{"read_heavy", "random"}},

@@ -137,13 +137,13 @@ func TestEvidenceExplainsLabel(t *testing.T) {
 	for _, e := range l.Evidence() {
 		names[e.Name] = e.Value
 	}
-	for _, n := range []string{"read_fraction", "mean_write_bytes", "burstiness_cv", "why_write_heavy", "why_large_writes", "why_bursty"} {
+	for _, n := range []string{"read_fraction", "mean_write_bytes", "burstiness_cv", "why_writes_matter", "why_large_writes", "why_bursty"} {
 		if _, ok := names[n]; !ok {
 			t.Errorf("evidence lacks %s: %v", n, names)
 		}
 	}
-	if names["why_write_heavy"] != 1 {
-		t.Errorf("why_write_heavy = %v; want 1 for 99 %% writes", names["why_write_heavy"])
+	if names["why_writes_matter"] != 1 {
+		t.Errorf("why_writes_matter = %v; want 1 for 99 %% writes", names["why_writes_matter"])
 	}
 }
 
@@ -195,5 +195,17 @@ func TestAmplificationStandsInForSequentiality(t *testing.T) {
 		if l := Classify(w, Options{}); l.Class != c.want {
 			t.Errorf("%s: got %s (scores %v); want %s", c.name, l.Class, l.Scores, c.want)
 		}
+	}
+}
+
+// TestTrainingWindowWithCheckpoint: a training job that keeps reading while
+// it writes a periodic checkpoint (a third of the window's bytes, 1 MiB
+// writes, in a burst) is labelled checkpoint, not mixed.
+func TestTrainingWindowWithCheckpoint(t *testing.T) {
+	w := Window{Subject: models.Subject{Kind: models.SubjectJob, ID: "train"}, Start: t0, End: t0.Add(5 * time.Minute),
+		ReadBytes: 3e11, ReadOps: 3e11 / (256 * 1024), WriteBytes: 1.6e11, WriteOps: 1.6e11 / mib,
+		Sequential: math.NaN(), ReadAmplification: 1, Bandwidth: []float64{1, 1, 1, 9, 1, 1}, Periodicity: 0.8}
+	if l := Classify(w, Options{}); l.Class != Checkpoint {
+		t.Errorf("got %s (scores %v); want checkpoint", l.Class, l.Scores)
 	}
 }
