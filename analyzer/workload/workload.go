@@ -192,7 +192,7 @@ func memberships(f Features) map[string]float64 {
 		"not_random":    1 - random,
 		"random":        random,
 		"steady":        1 - ramp(f.Burstiness, 0.8, 1.5),
-		"bursty":        math.Max(ramp(f.Burstiness, 0.5, 1.0), ramp(f.Periodicity, 0.3, 0.6)),
+		"bursty":        math.Max(ramp(f.Burstiness, 0.3, 0.6), ramp(f.Periodicity, 0.3, 0.6)),
 	}
 }
 
