@@ -2,11 +2,13 @@ package analyzer_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/hotspot"
+	"github.com/ballast-io/ballast/analyzer/starvation"
 	"github.com/ballast-io/ballast/analyzer/workload"
 	"github.com/ballast-io/ballast/models"
 )
@@ -113,4 +115,74 @@ func BenchmarkTickHotspotWorkload(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/tick")
 	b.ReportMetric(float64(findings), "findings")
 	b.ReportMetric(float64(len(ticks[0].loads)), "subjects")
+}
+
+// BenchmarkTickStarvation is one starvation tick over the same cluster:
+// 1,000 DS × 24 devices (2 stripes each) behind 128 ports, 512 GPU nodes of
+// 8 GPUs each reading from 96 devices, one saturated device and one DS down,
+// so a quarter of the nodes starve and are attributed.
+func BenchmarkTickStarvation(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	var in starvation.Input
+	for p := range benchPorts {
+		in.Health = append(in.Health, starvation.Health{Subject: models.Subject{Kind: models.SubjectPort, ID: fmt.Sprintf("p%d", p)}, Util: 0.3, Latency: math.NaN()})
+	}
+	for d := range benchDS {
+		ds := models.Subject{Kind: models.SubjectDS, ID: fmt.Sprintf("ds%04d", d)}
+		in.Health = append(in.Health, starvation.Health{Subject: ds, Parent: models.Subject{Kind: models.SubjectPort, ID: fmt.Sprintf("p%d", d%benchPorts)}, Util: math.NaN(), Latency: 0.0003, Down: d == 9})
+		for v := range benchDevices {
+			dev := models.Subject{Kind: models.SubjectDevice, ID: fmt.Sprintf("%s/nvme%d", ds.ID, v)}
+			h := starvation.Health{Subject: dev, Parent: ds, Util: 0.4, Latency: 0.0002, Down: d == 9}
+			if d == 7 && v == 3 {
+				h.Util = 0.97
+			}
+			in.Health = append(in.Health, h)
+			for s := range benchStripes {
+				in.Health = append(in.Health, starvation.Health{Subject: models.Subject{Kind: models.SubjectStripe, ID: fmt.Sprintf("%s/fh%d", dev.ID, s)}, Parent: dev, Util: math.NaN(), Latency: math.NaN()})
+			}
+		}
+	}
+	for n := range 512 {
+		node := fmt.Sprintf("gpu%03d", n)
+		for range 96 {
+			d, v := r.IntN(benchDS), r.IntN(benchDevices)
+			if n%4 == 0 {
+				d, v = 7, 3 // every fourth node also reads the saturated device
+			}
+			in.Paths = append(in.Paths, starvation.Path{Node: node, Subject: models.Subject{Kind: models.SubjectStripe, ID: fmt.Sprintf("ds%04d/nvme%d/fh0", d, v)}, Share: 1.0 / 96})
+		}
+	}
+	a, err := starvation.New(starvation.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gpus := func(util float64) []starvation.GPU {
+		var out []starvation.GPU
+		for n := range 512 {
+			for g := range 8 {
+				u := 0.95
+				if n%4 == 0 {
+					u = util
+				}
+				out = append(out, starvation.GPU{ID: fmt.Sprintf("gpu%03d/%d", n, g), Node: fmt.Sprintf("gpu%03d", n), Job: "j", Util: u})
+			}
+		}
+		return out
+	}
+	start := time.Unix(1e9, 0)
+	in.GPUs = gpus(0.95)
+	if err := a.Observe(start, in); err != nil {
+		b.Fatal(err)
+	}
+	in.GPUs = gpus(0.4)
+	b.ReportAllocs()
+	i := 1
+	for b.Loop() {
+		if err := a.Observe(start.Add(time.Duration(i)*10*time.Second), in); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/tick")
+	b.ReportMetric(float64(len(a.Findings(start.Add(time.Duration(i)*10*time.Second)))), "findings")
 }

@@ -179,7 +179,15 @@ type Analyzer struct {
 	lost     map[string]float64 // cumulative GPU-seconds by cause key
 	last     time.Time
 	paths    map[string]map[models.Subject]float64 // remembered read shares per node
-	parents  map[models.Subject]remembered         // remembered topology
+	parents  map[models.Subject]*remembered        // remembered topology
+}
+
+// less orders subjects by kind, then id, without building strings.
+func less(a, b models.Subject) bool {
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	return a.ID < b.ID
 }
 
 // remembered is a parent link and when it was last seen.
@@ -197,7 +205,7 @@ func New(opts Options) (*Analyzer, error) {
 	return &Analyzer{
 		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
 		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{},
-		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]remembered{},
+		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]*remembered{},
 	}, nil
 }
 
@@ -217,12 +225,14 @@ type topo struct {
 	health      map[models.Subject]*Health
 	state       map[models.Subject]state
 	children    map[models.Subject][]models.Subject
+	bad         map[models.Subject]bool // badBelow cache
 	commonCause float64
 }
 
-func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, error) {
-	t := &topo{health: map[models.Subject]*Health{}, state: map[models.Subject]state{},
-		children: map[models.Subject][]models.Subject{}, commonCause: a.opts.CommonCause}
+func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health, seenNow map[models.Subject]bool) (*topo, error) {
+	n := len(hs) + len(a.parents)
+	t := &topo{health: make(map[models.Subject]*Health, n), state: make(map[models.Subject]state, n),
+		children: make(map[models.Subject][]models.Subject, n/4), bad: map[models.Subject]bool{}, commonCause: a.opts.CommonCause}
 	// Subjects missing now but seen within PathMemory keep their place in
 	// the tree, with unknown (so healthy) state.
 	for s, r := range a.parents {
@@ -230,11 +240,13 @@ func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, err
 			delete(a.parents, s)
 		}
 	}
-	seenNow := make(map[models.Subject]bool, len(hs))
 	for i := range hs {
-		seenNow[hs[i].Subject] = true
 		if hs[i].Parent.ID != "" {
-			a.parents[hs[i].Subject] = remembered{parent: hs[i].Parent, seen: now}
+			if r := a.parents[hs[i].Subject]; r != nil {
+				r.parent, r.seen = hs[i].Parent, now
+			} else {
+				a.parents[hs[i].Subject] = &remembered{parent: hs[i].Parent, seen: now}
+			}
 		}
 	}
 	var stale []models.Subject
@@ -243,7 +255,7 @@ func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, err
 			stale = append(stale, s)
 		}
 	}
-	sort.Slice(stale, func(i, j int) bool { return stale[i].String() < stale[j].String() })
+	sort.Slice(stale, func(i, j int) bool { return less(stale[i], stale[j]) })
 	for _, s := range stale {
 		hs = append(hs, Health{Subject: s, Parent: a.parents[s].parent, Util: math.NaN(), Latency: math.NaN()})
 	}
@@ -296,26 +308,31 @@ func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health) (*topo, err
 		t.state[h.Subject] = st
 	}
 	for _, c := range t.children {
-		sort.Slice(c, func(i, j int) bool { return c[i].String() < c[j].String() })
+		sort.Slice(c, func(i, j int) bool { return less(c[i], c[j]) })
 	}
 	return t, nil
 }
 
 // badBelow reports whether s or something below it is unhealthy in its own
 // right (down, saturated or hot).
+// Results are cached for the tick: every starving node asks about the same
+// devices.
 func (t *topo) badBelow(s models.Subject, depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
-	if t.state[s].intrinsic() {
-		return true
+	if v, ok := t.bad[s]; ok {
+		return v
 	}
+	v := t.state[s].intrinsic()
 	for _, c := range t.children[s] {
-		if t.badBelow(c, depth+1) {
-			return true
+		if v {
+			break
 		}
+		v = t.badBelow(c, depth+1)
 	}
-	return false
+	t.bad[s] = v
+	return v
 }
 
 // maxDepth bounds walks of the tree, so a parent loop in bad input cannot
@@ -438,7 +455,7 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 		out = append(out, culprit{subject: s, reason: why, weight: w, within: t.ancestors(s)})
 		total += w
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].subject.String() < out[j].subject.String() })
+	sort.Slice(out, func(i, j int) bool { return less(out[i].subject, out[j].subject) })
 	for i := range out {
 		if total > 0 {
 			out[i].weight /= total
@@ -464,7 +481,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			return fmt.Errorf("cannot use storage path of node %q through %q: share %v is outside [0, 1]", p.Node, p.Subject, p.Share)
 		}
 	}
-	seen := map[models.Subject]bool{}
+	seen := make(map[models.Subject]bool, len(in.Health))
 	for i, h := range in.Health {
 		if seen[h.Subject] {
 			return fmt.Errorf("cannot use storage health of %q: listed twice", h.Subject)
@@ -474,7 +491,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		}
 		seen[h.Subject] = true
 	}
-	t, err := a.buildTopo(now, dt, append([]Health(nil), in.Health...))
+	t, err := a.buildTopo(now, dt, append([]Health(nil), in.Health...), seen)
 	if err != nil {
 		return err
 	}
@@ -580,7 +597,7 @@ func (a *Analyzer) rememberPaths(dt float64, paths []Path, t *topo) map[string][
 			delete(a.paths, node)
 		}
 		ps := out[node]
-		sort.Slice(ps, func(i, j int) bool { return ps[i].Subject.String() < ps[j].Subject.String() })
+		sort.Slice(ps, func(i, j int) bool { return less(ps[i].Subject, ps[j].Subject) })
 	}
 	return out
 }
