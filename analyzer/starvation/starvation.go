@@ -444,18 +444,26 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 			s = h.Parent
 		}
 	}
-	blamed := map[models.Subject]string{}
+	// Roots and culprits in a fixed order, so sums and reasons do not
+	// depend on map iteration.
+	rootList := make([]models.Subject, 0, len(roots))
 	for r := range roots {
+		rootList = append(rootList, r)
+	}
+	sort.Slice(rootList, func(i, j int) bool { return less(rootList[i], rootList[j]) })
+	blamed := map[models.Subject]string{}
+	for _, r := range rootList {
 		t.responsible(r, onPath, 0, blamed)
 	}
 	out := make([]culprit, 0, len(blamed))
-	total := 0.0
 	for s, why := range blamed {
-		w := t.share(s, shares)
-		out = append(out, culprit{subject: s, reason: why, weight: w, within: t.ancestors(s)})
-		total += w
+		out = append(out, culprit{subject: s, reason: why, weight: t.share(s, shares), within: t.ancestors(s)})
 	}
 	sort.Slice(out, func(i, j int) bool { return less(out[i].subject, out[j].subject) })
+	total := 0.0
+	for _, c := range out {
+		total += c.weight
+	}
 	for i := range out {
 		if total > 0 {
 			out[i].weight /= total
