@@ -11,4 +11,8 @@
 //   - checkpoint: write bursts, their period (DFT + autocorrelation) and the next window.
 //   - workload: per client group window labels (training-read, checkpoint, ...).
 //   - starvation: idle GPU-seconds attributed to the storage subject that caused them.
+//   - drivehealth, capacity: failing drives and fill forecasts (see their own docs).
+//
+// docs/analyzers.md describes each method, its options and defaults, and the
+// findings it emits.
 package analyzer
