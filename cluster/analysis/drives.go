@@ -12,8 +12,10 @@ import (
 )
 
 // smartQuery reads the NVMe health series the drive rules use, for every
-// drive of every data server, in one query.
-const smartQuery = `{__name__=~"ballast_nvme_(critical_warning|available_spare_ratio|available_spare_threshold_ratio|percentage_used_ratio|media_errors_total|error_log_entries_total|warning_temperature_seconds_total|critical_temperature_seconds_total|unsafe_shutdowns_total)|ballast_drive_(smart_healthy|temperature_celsius|power_on_seconds_total)"}`
+// drive of every data server, in one query: the latest value of the last
+// 30 s (a drive that dropped off the bus then has none, rather than five
+// minutes of stale ones from the default lookback).
+const smartQuery = `last_over_time({__name__=~"ballast_nvme_(critical_warning|available_spare_ratio|available_spare_threshold_ratio|percentage_used_ratio|media_errors_total|error_log_entries_total|warning_temperature_seconds_total|critical_temperature_seconds_total|unsafe_shutdowns_total)|ballast_drive_(smart_healthy|temperature_celsius|power_on_seconds_total)"}[30s]) keep_metric_names`
 
 // criticalBits maps the bit label of ballast_nvme_critical_warning to its
 // position in the NVMe critical-warning byte.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballast-io/ballast/analyzer/hotspot"
 	"github.com/ballast-io/ballast/analyzer/starvation"
 	"github.com/ballast-io/ballast/models"
 )
@@ -75,32 +76,39 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	// Paths at device level: the analyzer remembers paths and topology
 	// per device anyway, and listing every stripe a node touched (tens of
 	// thousands) would make each tick cost as much as the twin's physics.
-	// Hot stripes are listed under their device, so the blame walk still
-	// reaches them.
-	paths, parents := starvation.PathsFromStripes(s.a.stripes.tick)
-	hotStripes := map[models.Subject]models.Subject{}
+	// This is starvation.PathsFromStripes folded to devices, summed
+	// directly. Hot stripes (only on hot devices) are listed under their
+	// device, so the blame walk still reaches them.
 	type nodeDev struct {
 		node string
 		dev  models.Subject
 	}
-	share := map[nodeDev]float64{}
-	for _, p := range paths {
-		dev, ok := parents[p.Subject]
-		if !ok {
+	bytes := map[nodeDev]float64{}
+	total := map[string]float64{}
+	hotStripes := map[models.Subject]models.Subject{}
+	for i := range s.a.stripes.tick {
+		d := &s.a.stripes.tick[i]
+		dev := models.Subject{Kind: models.SubjectDevice, ID: d.DeviceID}
+		if d.DS != "" {
+			s.parents[dev] = models.Subject{Kind: models.SubjectDS, ID: d.DS}
+		}
+		b := float64(d.Read.BytesCompleted)
+		if b == 0 {
+			b = float64(d.Read.Bytes)
+		}
+		if b <= 0 {
 			continue
 		}
-		share[nodeDev{p.Node, dev}] += p.Share
-		if s.a.hot.hot[p.Subject] {
-			hotStripes[p.Subject] = dev
+		bytes[nodeDev{d.Client, dev}] += b
+		total[d.Client] += b
+		if s.a.hot.hot[dev] {
+			if st := (models.Subject{Kind: models.SubjectStripe, ID: hotspot.StripeID(d)}); s.a.hot.hot[st] {
+				hotStripes[st] = dev
+			}
 		}
 	}
-	for k, v := range parents {
-		if k.Kind == models.SubjectDevice {
-			s.parents[k] = v
-		}
-	}
-	keys := make([]nodeDev, 0, len(share))
-	for k := range share {
+	keys := make([]nodeDev, 0, len(bytes))
+	for k := range bytes {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -110,7 +118,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		return keys[i].dev.ID < keys[j].dev.ID
 	})
 	for _, k := range keys {
-		in.Paths = append(in.Paths, starvation.Path{Node: k.node, Subject: k.dev, Share: min(share[k], 1)})
+		in.Paths = append(in.Paths, starvation.Path{Node: k.node, Subject: k.dev, Share: min(bytes[k]/total[k.node], 1)})
 	}
 
 	// Health: every device and DS with LAYOUTSTATS series, and the hot
