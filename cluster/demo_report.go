@@ -14,9 +14,16 @@ import (
 	"github.com/ballast-io/ballast/storage"
 )
 
-// storeQuerier is report.Querier over the embedded store's MetricsQL
-// engine: the path /api/v1/query_range serves, without HTTP.
-type storeQuerier struct{ st *storage.Embedded }
+// RangeQuerier is the range half of storage.Querier.
+type RangeQuerier interface {
+	QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]storage.Series, error)
+}
+
+// ReportQuerier adapts a store's MetricsQL range queries (the path
+// /api/v1/query_range serves, without HTTP) to report.Querier.
+func ReportQuerier(st RangeQuerier) report.Querier { return storeQuerier{st} }
+
+type storeQuerier struct{ st RangeQuerier }
 
 func (q storeQuerier) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]report.QuerySeries, error) {
 	ss, err := q.st.QueryRange(ctx, expr, start, end, step)

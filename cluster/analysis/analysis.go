@@ -72,6 +72,7 @@ type Analysis struct {
 	wl   *workloadStage
 	st   *starvationStage
 	dh   *driveStage
+	cap  *capacityStage
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time
@@ -100,6 +101,7 @@ func New(q Querier, hub *cluster.StripeHub, opts Options) (*Analysis, error) {
 	if a.dh, err = newDriveStage(a); err != nil {
 		return nil, err
 	}
+	a.cap = newCapacityStage(a)
 	return a, nil
 }
 
@@ -118,7 +120,7 @@ func Build(env *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error
 // buffer's tick first, starvation after hotspot and checkpoint) and the
 // actuator that records when each finding was first reported.
 func (a *Analysis) Pipeline() ([]cluster.Stage, []cluster.Actuator) {
-	return []cluster.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh}, []cluster.Actuator{(*firstSeenRecorder)(a)}
+	return []cluster.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh, a.cap}, []cluster.Actuator{(*firstSeenRecorder)(a)}
 }
 
 // FirstReported returns, per finding id, the tick at which it was first
