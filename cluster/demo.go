@@ -269,12 +269,17 @@ func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample,
 	s.d.twMu.Lock()
 	err := s.d.tw.RenderNode(s.node.Name, &s.buf)
 	s.d.twMu.Unlock()
+	up := "1"
 	if err != nil {
-		if errors.Is(err, twin.ErrNodeDown) {
-			return nil, nil // a scrape of a dead node fails; up=0 below
+		if !errors.Is(err, twin.ErrNodeDown) {
+			return nil, err
 		}
-		return nil, err
+		// A scrape of a dead node fails: only up is written, as 0, the
+		// way lib/promscrape records a target it cannot reach.
+		s.buf.Reset()
+		up = "0"
 	}
+	s.buf.WriteString("up " + up + "\n")
 	port := "9751"
 	if s.node.Role == twin.RoleClient {
 		port = "9752"
