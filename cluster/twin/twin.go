@@ -177,7 +177,6 @@ type gpu struct {
 	job     int32
 	queue   float64 // prefetched bytes
 	cap     float64 // queue capacity, bytes
-	got     float64 // bytes delivered this tick
 	busy    float64 // busy fraction of the last tick
 	busySec float64
 	pcieRx  float64
