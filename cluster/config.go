@@ -110,6 +110,15 @@ type PipelineConfig struct {
 	Tick Duration `yaml:"tick"`
 }
 
+// ReportConfig schedules the capacity forecasts report.
+type ReportConfig struct {
+	// CapacityDir receives report.html, report.md and report.json; empty
+	// means DATA_DIR/reports/capacity.
+	CapacityDir string `yaml:"capacity_dir"`
+	// CapacityEvery is how often the report is rewritten; 0 turns it off.
+	CapacityEvery Duration `yaml:"capacity_every"`
+}
+
 // MDSConfig is the configuration file of the mds role.
 type MDSConfig struct {
 	Role      string          `yaml:"role"`
@@ -120,6 +129,7 @@ type MDSConfig struct {
 	Ingest    IngestConfig    `yaml:"ingest"`
 	Scrape    ScrapeConfig    `yaml:"scrape"`
 	Pipeline  PipelineConfig  `yaml:"pipeline"`
+	Report    ReportConfig    `yaml:"report"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
 }
 
@@ -175,6 +185,7 @@ func DefaultMDSConfig() MDSConfig {
 		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20},
 		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second)},
 		Pipeline:  PipelineConfig{Tick: Duration(15 * time.Second)},
+		Report:    ReportConfig{CapacityEvery: Duration(24 * time.Hour)},
 		Telemetry: TelemetryConfig{ServiceName: "ballast", SampleRatio: 1},
 	}
 }
@@ -241,6 +252,9 @@ func (c *MDSConfig) Validate() error {
 		if f == "" {
 			errs = append(errs, fmt.Errorf("scrape.target_files[%d]: must not be empty", i))
 		}
+	}
+	if e := time.Duration(c.Report.CapacityEvery); e != 0 && e < time.Minute {
+		errs = append(errs, fmt.Errorf("report.capacity_every: %s is below the minimum of 1m (0 turns the report off)", c.Report.CapacityEvery))
 	}
 	if time.Duration(c.Pipeline.Tick) < time.Second {
 		errs = append(errs, fmt.Errorf("pipeline.tick: %s is below the minimum of 1s", c.Pipeline.Tick))

@@ -141,6 +141,7 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	// history need no result cache.
 	cfg.Storage.Retention = Duration(365 * 24 * time.Hour)
 	cfg.Storage.QueryCache = false
+	cfg.Report.CapacityEvery = 0 // the demo writes its own report at the end
 	d := &Demo{opts: opts, tw: tw, findings: map[string]models.Finding{}}
 	d.mds = NewMDS(cfg, opts.Version, opts.Logger)
 	d.mds.Extra.ManualTicks = true

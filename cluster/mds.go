@@ -169,6 +169,13 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	if m.Extra.Stages != nil {
 		stages = m.Extra.Stages(m.store)
 	}
+	if every := time.Duration(c.Report.CapacityEvery); every > 0 {
+		dir := c.Report.CapacityDir
+		if dir == "" {
+			dir = filepath.Join(m.store.DataDir(), "reports", "capacity")
+		}
+		stages = append(stages, &CapacityReportStage{Store: m.store, Journal: m.journal, Dir: dir, Every: every})
+	}
 	if m.Extra.Actuators != nil {
 		acts = append(acts, m.Extra.Actuators(m.store)...)
 	}
