@@ -27,7 +27,7 @@ func (fsQuerier) QueryRange(_ context.Context, expr string, start, end time.Time
 			}
 			v := size
 			if strings.HasPrefix(expr, "max by (node, device, pool) (ballast_filesystem_size_bytes{role=\"ds\"} -") {
-				v = size * (0.5 + 0.01*end.Sub(t).Hours()/-24+0.03)
+				v = size * (0.5 + 0.01*end.Sub(t).Hours()/-24 + 0.03)
 			}
 			s.Timestamps = append(s.Timestamps, t.UnixMilli())
 			s.Values = append(s.Values, v)
