@@ -110,14 +110,12 @@ func (s *Scraper) Start() error {
 	if err := os.WriteFile(s.opts.ConfigPath, data, 0o644); err != nil {
 		return fmt.Errorf("cannot write scrape config %q: %w", s.opts.ConfigPath, err)
 	}
-	for k, v := range map[string]string{
+	if err := storage.SetVMFlags(map[string]string{
 		"promscrape.config":              s.opts.ConfigPath,
 		"promscrape.fileSDCheckInterval": "5s",
 		"promscrape.config.strictParse":  "true",
-	} {
-		if err := setFlag(k, v); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
 	if err := promscrape.CheckConfig(); err != nil {
 		return fmt.Errorf("cannot use generated scrape config %q: %w", s.opts.ConfigPath, err)

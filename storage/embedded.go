@@ -187,14 +187,8 @@ func lockDataDir(dir string) (*os.File, error) {
 }
 
 // setVMFlags applies o through VictoriaMetrics' global flags, which is the
-// only way its app packages are configured. flag.CommandLine must be parsed
-// before lib/memory reads its limits.
+// only way its app packages are configured.
 func setVMFlags(o *Options) error {
-	if !flag.CommandLine.Parsed() {
-		if err := flag.CommandLine.Parse(nil); err != nil {
-			return fmt.Errorf("cannot initialise storage flags: %w", err)
-		}
-	}
 	set := map[string]string{
 		"storageDataPath":               o.DataDir,
 		"retentionPeriod":               fmt.Sprintf("%dh", int64(o.Retention/time.Hour)),
@@ -214,12 +208,24 @@ func setVMFlags(o *Options) error {
 	} else {
 		set["memory.allowedPercent"] = "25"
 	}
+	return SetVMFlags(set)
+}
+
+// SetVMFlags sets VictoriaMetrics' global flags (name without the dash →
+// value), parsing flag.CommandLine first if nobody has: lib/memory reads its
+// limits from parsed flags, and ballast's own commands use separate flag sets.
+func SetVMFlags(set map[string]string) error {
+	if !flag.CommandLine.Parsed() {
+		if err := flag.CommandLine.Parse(nil); err != nil {
+			return fmt.Errorf("cannot initialise VictoriaMetrics flags: %w", err)
+		}
+	}
 	for k, v := range set {
 		if flag.CommandLine.Lookup(k) == nil {
-			return fmt.Errorf("cannot configure storage: VictoriaMetrics flag -%s does not exist in this build", k)
+			return fmt.Errorf("cannot configure VictoriaMetrics: flag -%s does not exist in this build", k)
 		}
 		if err := flag.Set(k, v); err != nil {
-			return fmt.Errorf("cannot set storage option -%s=%q: %w", k, v, err)
+			return fmt.Errorf("cannot set VictoriaMetrics option -%s=%q: %w", k, v, err)
 		}
 	}
 	return nil
