@@ -25,8 +25,11 @@ type Sample struct {
 }
 
 // Label returns the value of the label called name, or "" when absent.
-func (s *Sample) Label(name string) string {
-	for _, l := range s.Labels {
+func (s *Sample) Label(name string) string { return LabelValue(s.Labels, name) }
+
+// LabelValue returns the value of the label called name in ls, or "".
+func LabelValue(ls []Label, name string) string {
+	for _, l := range ls {
 		if l.Name == name {
 			return l.Value
 		}

@@ -41,11 +41,4 @@ type Series struct {
 }
 
 // Label returns the value of label name, or "".
-func (s *Series) Label(name string) string {
-	for _, l := range s.Labels {
-		if l.Name == name {
-			return l.Value
-		}
-	}
-	return ""
-}
+func (s *Series) Label(name string) string { return models.LabelValue(s.Labels, name) }

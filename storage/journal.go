@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -217,8 +218,7 @@ func parseAPITime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	var sec float64
-	if _, err := fmt.Sscanf(s, "%g", &sec); err == nil {
+	if sec, err := strconv.ParseFloat(s, 64); err == nil {
 		return time.Unix(0, int64(sec*1e9)).UTC(), nil
 	}
 	return time.Time{}, fmt.Errorf("want RFC 3339 or Unix seconds")

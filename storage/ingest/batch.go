@@ -12,6 +12,7 @@ package ingest
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/decimal"
@@ -68,14 +69,12 @@ func (b *Batch) Samples() []models.Sample {
 	for i, r := range b.rows {
 		ls := make([]models.Label, r.lend-r.lstart)
 		for j, l := range b.labels[r.lstart:r.lend] {
-			ls[j] = models.Label{Name: clone(l.Name), Value: clone(l.Value)}
+			ls[j] = models.Label{Name: strings.Clone(l.Name), Value: strings.Clone(l.Value)}
 		}
-		out[i] = models.Sample{Name: clone(r.name), Labels: ls, Timestamp: r.ts, Value: r.v}
+		out[i] = models.Sample{Name: strings.Clone(r.name), Labels: ls, Timestamp: r.ts, Value: r.v}
 	}
 	return out
 }
-
-func clone(s string) string { return string([]byte(s)) }
 
 // MetricRows appends b's rows to dst in the encoding lib/storage expects
 // (MarshalMetricNameRaw; any other encoding is silently dropped by it).
