@@ -93,7 +93,7 @@ func writeExposition(w io.Writer, samples []collector.Sample) error {
 			b.WriteString("# HELP ")
 			b.WriteString(s.Name)
 			b.WriteByte(' ')
-			escapeHelp(&b, f.desc.Help)
+			escape(&b, f.desc.Help, false)
 			b.WriteString("\n# TYPE ")
 			b.WriteString(s.Name)
 			b.WriteByte(' ')
@@ -109,7 +109,7 @@ func writeExposition(w io.Writer, samples []collector.Sample) error {
 				}
 				b.WriteString(f.desc.Labels[k])
 				b.WriteString(`="`)
-				escapeLabel(&b, s.Values[k])
+				escape(&b, s.Values[k], true)
 				b.WriteByte('"')
 			}
 			b.WriteByte('}')
@@ -162,38 +162,23 @@ func needsEscape(s string, quote bool) bool {
 	return false
 }
 
-func escapeHelp(b *strings.Builder, s string) {
-	if !needsEscape(s, false) {
+// escape writes s escaped as the exposition format wants: backslash and
+// newline always, the double quote only inside label values (quote).
+func escape(b *strings.Builder, s string, quote bool) {
+	if !needsEscape(s, quote) {
 		b.WriteString(s)
 		return
 	}
 	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
+		switch c := s[i]; {
+		case c == '\\':
 			b.WriteString(`\\`)
-		case '\n':
+		case c == '\n':
 			b.WriteString(`\n`)
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-}
-
-func escapeLabel(b *strings.Builder, s string) {
-	if !needsEscape(s, true) {
-		b.WriteString(s)
-		return
-	}
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '"':
+		case c == '"' && quote:
 			b.WriteString(`\"`)
 		default:
-			b.WriteByte(s[i])
+			b.WriteByte(c)
 		}
 	}
 }
