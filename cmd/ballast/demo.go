@@ -57,15 +57,9 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	sc, err := twin.LoadScenario(*scenario)
+	sc, dur, err := loadRun(*scenario, *duration)
 	if err != nil {
 		return err
-	}
-	var dur time.Duration
-	if *duration != "" {
-		if dur, err = cluster.ParseDuration(*duration); err != nil || dur <= 0 {
-			return fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, *duration)
-		}
 	}
 	var startAt time.Time
 	if *start != "" {
@@ -183,4 +177,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// loadRun loads the scenario of a twin run (demo, eval) and parses its
+// --duration; an empty duration means the scenario's own (0).
+func loadRun(scenario, duration string) (*twin.Scenario, time.Duration, error) {
+	sc, err := twin.LoadScenario(scenario)
+	if err != nil {
+		return nil, 0, err
+	}
+	if duration == "" {
+		return sc, 0, nil
+	}
+	dur, err := cluster.ParseDuration(duration)
+	if err != nil || dur <= 0 {
+		return nil, 0, fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, duration)
+	}
+	return sc, dur, nil
 }

@@ -65,15 +65,9 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	case *out == "":
 		return fmt.Errorf("%w: --out is required", errUsage)
 	}
-	sc, err := twin.LoadScenario(*scenario)
+	sc, dur, err := loadRun(*scenario, *duration)
 	if err != nil {
 		return err
-	}
-	var dur time.Duration
-	if *duration != "" {
-		if dur, err = cluster.ParseDuration(*duration); err != nil || dur <= 0 {
-			return fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, *duration)
-		}
 	}
 	rep, err := evalOnce(ctx, env, sc, *seed, dur, *out, *listen, *quiet)
 	if err != nil {
