@@ -18,7 +18,7 @@ import (
 // renders report.html, report.md and report.json into Dir, replacing the
 // previous report. It returns no findings (the capacity stage does that).
 type CapacityReportStage struct {
-	Store   RangeQuerier
+	Store   report.RangeQuerier
 	Journal *storage.Journal
 	Dir     string
 	Every   time.Duration
@@ -45,7 +45,7 @@ func (c *CapacityReportStage) Run(ctx context.Context, now time.Time) ([]models.
 		window = 15 * 24 * time.Hour
 	}
 	ro := report.ReadOptions{Start: now.Add(-window), End: now, Step: max(time.Minute, window/2000).Truncate(time.Minute), Match: `role="ds"`}
-	devs, err := report.ReadDevices(ctx, ReportQuerier(c.Store), ro)
+	devs, err := report.ReadDevices(ctx, report.FromStore(c.Store), ro)
 	if err != nil {
 		return nil, err
 	}

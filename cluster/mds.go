@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,72 +13,91 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ballast-io/ballast/cluster/analysis"
+	"github.com/ballast-io/ballast/cluster/pipeline"
+	"github.com/ballast-io/ballast/collector/layoutstats"
+	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
+	"github.com/ballast-io/ballast/storage/scrape"
 )
 
-// MDS is the mds role: embedded store, query API, ingest endpoints, the
-// scraper of agents, and the pipeline.
-type MDS struct {
-	cfg     MDSConfig
-	version string
-	logger  *slog.Logger
-	set     *metrics.Set
-
-	// StripeHub, when set, receives per-stripe LAYOUTSTATS deltas for the
-	// stripe-level analyzers.
-	StripeHub *StripeHub
-
-	// Extra lets other components (LAYOUTSTATS ingest, findings API, the
-	// demo's twin) add handlers, sources, stages and actuators before Start.
-	Extra MDSExtensions
-
-	mu       sync.Mutex
-	started  bool
-	store    *storage.Embedded
-	journal  *storage.Journal
-	server   *Server
-	scraper  *Scraper
-	pipeline *Pipeline
-	shutdown func(context.Context) error
-}
-
-// MDSExtensions are the parts other packages plug into the mds.
-type MDSExtensions struct {
-	// Handlers are mounted on the listener by path pattern; each gets the
-	// open store.
-	Handlers map[string]func(*storage.Embedded) http.Handler
-	Sources  []SourceSpec
-	// Stages and Actuators get the open store to read from.
-	Stages    func(*storage.Embedded) []Stage
-	Actuators func(*storage.Embedded) []Actuator
-	// ManualTicks leaves the pipeline to the caller (simulated clocks):
-	// Start does not run it on the real clock.
+// Runtime is what differs between a real mds, the demo and eval: the clock
+// and the sources. The zero value is a real mds: the wall clock, agents
+// pulled by the scraper, LAYOUTSTATS pushed to its endpoint.
+type Runtime struct {
+	// Sources are pipeline sources beside the scraper: the demo's simulated
+	// agents. Whatever they return goes through the pipeline's appender like
+	// every other source's output.
+	Sources []pipeline.SourceSpec
+	// ManualTicks leaves the clock to the caller: Start does not run the
+	// pipeline, the caller calls Tick with its simulated now.
 	ManualTicks bool
 	// Jitter overrides the pipeline's source jitter (negative: none), for
 	// callers that tick exactly on the sources' interval.
 	Jitter float64
+	// Stages are analysis stages run after the built-in ones (tests,
+	// extensions); the built-in stages always run.
+	Stages []pipeline.Stage
 }
 
-// NewMDS returns an mds for cfg (validated by the caller); it starts nothing.
-func NewMDS(cfg MDSConfig, version string, logger *slog.Logger) *MDS {
+// MDS is the mds role, the one assembly that `ballast mds`, the demo and
+// eval share: the store and the journals, the query API and ingest
+// endpoints (Prometheus text, remote write, LAYOUTSTATS), the scraper of
+// agents, and the pipeline with every analysis stage and actuator.
+type MDS struct {
+	cfg     MDSConfig
+	rt      Runtime
+	version string
+	logger  *slog.Logger
+	set     *metrics.Set
+	hub     *pipeline.StripeHub
+
+	mu       sync.Mutex
+	started  bool
+	store    storage.Store
+	journal  *storage.Journal
+	lstats   *layoutstats.Service
+	analysis *analysis.Analysis
+	server   *Server
+	scraper  *scrape.Scraper
+	pipeline *pipeline.Pipeline
+	shutdown func(context.Context) error
+}
+
+// NewMDS returns an mds for cfg (validated by the caller) running as rt
+// says; it starts nothing.
+func NewMDS(cfg MDSConfig, rt Runtime, version string, logger *slog.Logger) *MDS {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &MDS{cfg: cfg, version: version, logger: logger, set: metrics.NewSet()}
+	set := metrics.NewSet()
+	return &MDS{cfg: cfg, rt: rt, version: version, logger: logger, set: set, hub: pipeline.NewStripeHub(set)}
 }
 
 // Metrics returns the set behind ballast's own /metrics.
 func (m *MDS) Metrics() *metrics.Set { return m.set }
 
 // Store returns the open store, or nil before Start.
-func (m *MDS) Store() *storage.Embedded { return m.store }
+func (m *MDS) Store() storage.Store { return m.store }
 
 // Journal returns the findings and actions journal, or nil before Start.
 func (m *MDS) Journal() *storage.Journal { return m.journal }
 
 // Pipeline returns the pipeline, or nil before Start.
-func (m *MDS) Pipeline() *Pipeline { return m.pipeline }
+func (m *MDS) Pipeline() *pipeline.Pipeline { return m.pipeline }
+
+// Analysis returns the analysis stages, or nil before Start.
+func (m *MDS) Analysis() *analysis.Analysis { return m.analysis }
+
+// LayoutStats returns the LAYOUTSTATS ingest service behind
+// POST /api/v1/layoutstats, or nil before Start.
+func (m *MDS) LayoutStats() *layoutstats.Service { return m.lstats }
+
+// StripeHub returns the hub that hands per-stripe LAYOUTSTATS deltas to the
+// stripe analyzers; more subscribers may be added before data arrives.
+func (m *MDS) StripeHub() *pipeline.StripeHub { return m.hub }
 
 // Addr returns the listener's bound address.
 func (m *MDS) Addr() string {
@@ -85,6 +106,16 @@ func (m *MDS) Addr() string {
 	}
 	return m.server.Addr()
 }
+
+// Tick runs one pipeline round at now, for callers with a simulated clock
+// (Runtime.ManualTicks).
+func (m *MDS) Tick(ctx context.Context, now time.Time) pipeline.TickResult {
+	return m.pipeline.Tick(ctx, now)
+}
+
+// layoutStatsEvery is how often derived LAYOUTSTATS series are flushed and
+// idle stripes forgotten.
+const layoutStatsEvery = 5 * time.Second
 
 // Start opens the store (refusing a data dir another process holds), binds
 // the listener, then starts scraping and the pipeline. On error everything
@@ -101,21 +132,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		}
 	}()
 	c := &m.cfg
-	latency := time.Duration(c.Storage.LatencyOffset)
-	if latency == 0 {
-		latency = -1 // storage.Options: negative means none
-	}
-	m.store, err = storage.OpenEmbedded(storage.Options{
-		DataDir:           c.DataDir,
-		Retention:         time.Duration(c.Storage.Retention),
-		FlushInterval:     time.Duration(c.Storage.FlushInterval),
-		MinFreeDiskBytes:  c.Storage.MinFreeDiskBytes,
-		MemoryBytes:       c.Storage.MemoryBytes,
-		DisableQueryCache: !c.Storage.QueryCache,
-		LatencyOffset:     latency,
-		LogLevel:          vmLogLevel(c.LogLevel),
-	})
-	if err != nil {
+	if m.store, err = openStore(c); err != nil {
 		return err
 	}
 	if m.journal, err = storage.OpenJournal(m.store.DataDir()); err != nil {
@@ -136,21 +153,29 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 	m.shutdown = shutdown
 
+	in, err := layoutstats.NewIngester(layoutstats.Options{})
+	if err != nil {
+		return fmt.Errorf("cannot set up LAYOUTSTATS ingest: %w", err)
+	}
+	m.lstats = layoutstats.NewService(in, m.store, m.hub)
+	if m.analysis, err = analysis.New(m.store, m.hub, analysis.Options{}); err != nil {
+		return fmt.Errorf("cannot set up analysis: %w", err)
+	}
+
 	m.server = NewServer(c.Listen, m.set, m.logger)
 	m.server.AddMetricsWriter(func(w io.Writer) { metrics.WritePrometheus(w, false) })
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set})
 	m.server.Handle(storage.PathImportPrometheus, ih)
 	m.server.Handle(storage.PathRemoteWrite, ih)
 	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))
-	for pattern, mk := range m.Extra.Handlers {
-		m.server.Handle(pattern, mk(m.store))
-	}
+	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}))
+	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus))
 	m.server.Handle("/", m.store.QueryHandler())
 	if err := m.server.Start(); err != nil {
 		return err
 	}
 
-	m.scraper = NewScraper(ScraperOptions{
+	m.scraper = scrape.New(scrape.Options{
 		ConfigPath:  filepath.Join(m.store.DataDir(), "scrape.yml"),
 		Interval:    time.Duration(c.Scrape.Interval),
 		Timeout:     time.Duration(c.Scrape.Timeout),
@@ -164,11 +189,31 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	var stages []Stage
-	acts := []Actuator{&FindingsRecorder{Journal: m.journal, Appender: m.store}}
-	if m.Extra.Stages != nil {
-		stages = m.Extra.Stages(m.store)
+	if m.pipeline, err = pipeline.NewPipeline(m.pipelineOptions(tracer)); err != nil {
+		return err
 	}
+	if !m.rt.ManualTicks {
+		m.pipeline.Start()
+	}
+	m.server.SetReady("")
+	m.started = true
+	m.logger.Info("mds started", "listen", m.server.Addr(), "data_dir", m.store.DataDir())
+	return nil
+}
+
+// pipelineOptions lists what every mds runs, in order: the LAYOUTSTATS
+// tick and the runtime's sources; every analysis stage, then the scheduled
+// capacity report; the findings recorder first among the actuators.
+func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
+	c := &m.cfg
+	sources := []pipeline.SourceSpec{{
+		// Derived series are written at most once per emit interval; the
+		// periodic tick flushes them and forgets idle stripes.
+		Source:   pipeline.SourceFunc("layoutstats", func(ctx context.Context, now time.Time) ([]models.Sample, error) { return nil, m.lstats.Tick(ctx, now) }),
+		Interval: layoutStatsEvery,
+	}}
+	sources = append(sources, m.rt.Sources...)
+	stages, acts := m.analysis.Pipeline()
 	if every := time.Duration(c.Report.CapacityEvery); every > 0 {
 		dir := c.Report.CapacityDir
 		if dir == "" {
@@ -176,30 +221,71 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		}
 		stages = append(stages, &CapacityReportStage{Store: m.store, Journal: m.journal, Dir: dir, Every: every})
 	}
-	if m.Extra.Actuators != nil {
-		acts = append(acts, m.Extra.Actuators(m.store)...)
-	}
-	m.pipeline, err = NewPipeline(PipelineOptions{
-		Sources:   m.Extra.Sources,
+	stages = append(stages, m.rt.Stages...)
+	acts = append([]pipeline.Actuator{&pipeline.FindingsRecorder{Journal: m.journal, Appender: m.store}}, acts...)
+	opts := pipeline.PipelineOptions{
+		Sources:   sources,
 		Appender:  m.store,
 		Stages:    stages,
 		Actuators: acts,
 		Tick:      time.Duration(c.Pipeline.Tick),
-		Jitter:    m.Extra.Jitter,
+		Jitter:    m.rt.Jitter,
 		Tracer:    tracer,
 		Metrics:   m.set,
 		Logger:    m.logger,
+	}
+	if m.rt.ManualTicks {
+		opts.Settle = m.store.Flush
+	}
+	return opts
+}
+
+// PathPipelineStatus serves what the pipeline runs: its sources, stages
+// and actuators in order.
+const PathPipelineStatus = "/api/v1/status/pipeline"
+
+// PipelineStatus is the body of PathPipelineStatus.
+type PipelineStatus struct {
+	Sources   []string `json:"sources"`
+	Stages    []string `json:"stages"`
+	Actuators []string `json:"actuators"`
+}
+
+func (m *MDS) servePipelineStatus(w http.ResponseWriter, r *http.Request) {
+	p := m.pipeline
+	if p == nil {
+		http.Error(w, "the pipeline is not running yet", http.StatusServiceUnavailable)
+		return
+	}
+	var st PipelineStatus
+	st.Sources, st.Stages, st.Actuators = p.Names()
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Status string         `json:"status"`
+		Data   PipelineStatus `json:"data"`
+	}{"success", st})
+}
+
+// openStore opens the configured storage backend.
+func openStore(c *MDSConfig) (storage.Store, error) {
+	latency := time.Duration(c.Storage.LatencyOffset)
+	if latency == 0 {
+		latency = -1 // storage.Options: negative means none
+	}
+	st, err := storage.OpenEmbedded(storage.Options{
+		DataDir:           c.DataDir,
+		Retention:         time.Duration(c.Storage.Retention),
+		FlushInterval:     time.Duration(c.Storage.FlushInterval),
+		MinFreeDiskBytes:  c.Storage.MinFreeDiskBytes,
+		MemoryBytes:       c.Storage.MemoryBytes,
+		DisableQueryCache: !c.Storage.QueryCache,
+		LatencyOffset:     latency,
+		LogLevel:          vmLogLevel(c.LogLevel),
 	})
 	if err != nil {
-		return err
+		return nil, err // not a typed nil in the interface
 	}
-	if !m.Extra.ManualTicks {
-		m.pipeline.Start()
-	}
-	m.server.SetReady("")
-	m.started = true
-	m.logger.Info("mds started", "listen", m.server.Addr(), "data_dir", m.store.DataDir())
-	return nil
+	return st, nil
 }
 
 // Stop reverses Start: pipeline, scraper, listener, traces, then the store

@@ -13,13 +13,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/models"
-	"github.com/ballast-io/ballast/storage"
 )
 
 func TestMain(m *testing.M) {
 	flag.Parse() // before VictoriaMetrics parses an empty command line
 	os.Exit(m.Run())
+}
+
+// testStage returns one hotspot finding every tick.
+type testStage struct{}
+
+func (testStage) Name() string { return "test" }
+func (testStage) Run(_ context.Context, now time.Time) ([]models.Finding, error) {
+	return []models.Finding{{ID: "hotspot-ds01-nvme0", Kind: "hotspot", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds01/nvme0"},
+		Severity: models.SeverityWarning, Start: now, LastSeen: now, Summary: "test"}}, nil
 }
 
 // agentServer serves a fixed exposition, like a ds agent would.
@@ -58,14 +67,7 @@ func TestMDSScrapesStaticAndFileTargets(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m := NewMDS(cfg, "test", nil)
-	m.Extra.ManualTicks = true
-	m.Extra.Stages = func(*storage.Embedded) []Stage {
-		return []Stage{stageFunc{"test", func(now time.Time) ([]models.Finding, error) {
-			return []models.Finding{{ID: "hotspot-ds01-nvme0", Kind: "hotspot", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds01/nvme0"},
-				Severity: models.SeverityWarning, Start: now, LastSeen: now, Summary: "test"}}, nil
-		}}}
-	}
+	m := NewMDS(cfg, Runtime{ManualTicks: true, Stages: []pipeline.Stage{testStage{}}}, "test", nil)
 	ctx := context.Background()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)

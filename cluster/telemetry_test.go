@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ballast-io/ballast/cluster/pipeline"
+	"github.com/ballast-io/ballast/models"
 )
 
 // TestPipelineSpansReachOTLP points the tracer at a loopback OTLP/HTTP
@@ -30,9 +33,12 @@ func TestPipelineSpansReachOTLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPipeline(PipelineOptions{
-		Sources:  []SourceSpec{{Source: &countingSource{name: "src"}, Interval: time.Second}},
-		Appender: &recordingAppender{},
+	src := pipeline.SourceFunc("src", func(_ context.Context, now time.Time) ([]models.Sample, error) {
+		return []models.Sample{{Name: "x", Timestamp: now.UnixMilli(), Value: 1}}, nil
+	})
+	p, err := pipeline.NewPipeline(pipeline.PipelineOptions{
+		Sources:  []pipeline.SourceSpec{{Source: src, Interval: time.Second}},
+		Appender: discard{},
 		Jitter:   -1,
 		Tracer:   tracer,
 	})
@@ -56,6 +62,10 @@ func TestPipelineSpansReachOTLP(t *testing.T) {
 		}
 	}
 }
+
+type discard struct{}
+
+func (discard) Append(context.Context, []models.Sample) error { return nil }
 
 func TestNoEndpointMeansNoExport(t *testing.T) {
 	tracer, shutdown, err := NewTracer(context.Background(), TelemetryConfig{}, "test")

@@ -13,6 +13,7 @@ package storage
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
@@ -42,3 +43,29 @@ type Series struct {
 
 // Label returns the value of label name, or "".
 func (s *Series) Label(name string) string { return models.LabelValue(s.Labels, name) }
+
+// Store is a backend of the mds: the embedded VictoriaMetrics store, or
+// (later) a remote one. The mds assembly holds it; everything else sees only
+// the Appender, Querier or BatchWriter part it needs.
+type Store interface {
+	Appender
+	Querier
+	BatchWriter
+	// QueryHandler serves the Prometheus HTTP query API.
+	QueryHandler() http.Handler
+	// Flush makes everything written so far visible to queries now
+	// (simulated clocks read back what they just wrote).
+	Flush()
+	// IsReadOnly reports whether the store refuses writes.
+	IsReadOnly() bool
+	// SizeBytes is the space the store takes on disk.
+	SizeBytes() int64
+	// RowsAdded counts the rows this process wrote.
+	RowsAdded() uint64
+	// DataDir is where the store and the journals beside it live.
+	DataDir() string
+	// Close flushes and releases the store; idempotent, bounded by ctx.
+	Close(ctx context.Context) error
+}
+
+var _ Store = (*Embedded)(nil)

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -79,7 +79,7 @@ type Analysis struct {
 }
 
 // New builds the stages on q and subscribes to hub (nil for no stripes).
-func New(q Querier, hub *cluster.StripeHub, opts Options) (*Analysis, error) {
+func New(q Querier, hub *pipeline.StripeHub, opts Options) (*Analysis, error) {
 	opts = opts.withDefaults()
 	a := &Analysis{opts: opts, q: q, stripes: &stripeBuffer{}, firstSeen: map[string]time.Time{}}
 	if hub != nil {
@@ -105,22 +105,11 @@ func New(q Querier, hub *cluster.StripeHub, opts Options) (*Analysis, error) {
 	return a, nil
 }
 
-// Build is a cluster.DemoOptions.Analysis: the stages on the demo's store
-// and stripe hub, and the first-report recorder as actuator.
-func Build(env *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
-	a, err := New(env.Store, env.Stripes, Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	st, acts := a.Pipeline()
-	return st, acts, nil
-}
-
 // Pipeline returns the stages in the order they must run (the stripe
 // buffer's tick first, starvation after hotspot and checkpoint) and the
 // actuator that records when each finding was first reported.
-func (a *Analysis) Pipeline() ([]cluster.Stage, []cluster.Actuator) {
-	return []cluster.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh, a.cap}, []cluster.Actuator{(*firstSeenRecorder)(a)}
+func (a *Analysis) Pipeline() ([]pipeline.Stage, []pipeline.Actuator) {
+	return []pipeline.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh, a.cap}, []pipeline.Actuator{(*firstSeenRecorder)(a)}
 }
 
 // FirstReported returns, per finding id, the tick at which it was first

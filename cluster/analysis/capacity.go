@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
-	"github.com/ballast-io/ballast/cluster"
 	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
 )
@@ -31,8 +30,8 @@ type capacityStage struct {
 
 func newCapacityStage(a *Analysis) *capacityStage {
 	c := &capacityStage{opt: capacity.DefaultOptions()}
-	if rq, ok := a.q.(cluster.RangeQuerier); ok {
-		c.q = cluster.ReportQuerier(rq)
+	if rq, ok := a.q.(report.RangeQuerier); ok {
+		c.q = report.FromStore(rq)
 	}
 	return c
 }

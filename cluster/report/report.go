@@ -4,9 +4,7 @@
 // runs the forecasts (analyzer/capacity) and renders; it does no network
 // I/O, so `ballast report capacity` (which fetches the history from the
 // query API) and the demo (which has it in process) share it.
-//
-// It also holds the capacity backtest on the cluster twin (twinsim.go,
-// eval.go) behind `ballast eval capacity`.
+// The capacity backtest on the cluster twin is in sim/capacityeval.
 package report
 
 import (
@@ -377,7 +375,7 @@ func cap1(s string) string {
 func assumptions(in Input, r *Report, opt capacity.Options) []string {
 	var periods []string
 	for _, p := range opt.Periods {
-		periods = append(periods, fmtDur(p))
+		periods = append(periods, FormatDuration(p))
 	}
 	out := []string{
 		fmt.Sprintf("Data: %d readings from %s to %s (typical step %s), source %s.", r.Readings,
@@ -385,7 +383,7 @@ func assumptions(in Input, r *Report, opt capacity.Options) []string {
 		fmt.Sprintf("Series: used bytes %s, capacity %s, per drive; data servers, pools and the cluster are sums over their drives.",
 			orDash(in.UsedMetric), orDash(in.CapacityMetric)),
 		fmt.Sprintf("Model: local-linear trend fitted over the last %s with a %s half-life, level shifts at persistent steps, seasonal cycles %s (%d harmonics, each fitted only when the history spans two of it), Huber-weighted least squares.",
-			fmtDur(opt.Window), fmtDur(opt.HalfLife), strings.Join(periods, ", "), opt.Harmonics),
+			FormatDuration(opt.Window), FormatDuration(opt.HalfLife), strings.Join(periods, ", "), opt.Harmonics),
 		fmt.Sprintf("Intervals: %.0f %% prediction intervals from the model's own errors at earlier origins in the history (see docs/capacity.md); the days-to-level interval runs from the upper band's crossing to the lower band's.", 100*opt.Coverage),
 		"Levels: nearfull 85 %, backfillfull 90 %, full 95 % of capacity (Ceph's defaults). A level counts as reached when the latest reading is at or above it.",
 		fmt.Sprintf("Evacuation: data moves within its pool; a pool can absorb it when used ÷ remaining capacity stays at or below %.0f %%.", 100*orDefault(in.EvacuationLimit, 0.9)),
@@ -395,7 +393,8 @@ func assumptions(in Input, r *Report, opt capacity.Options) []string {
 }
 
 // fmtDur writes whole days as "15 d", else Go's duration form.
-func fmtDur(d time.Duration) string {
+// FormatDuration renders d in whole days when it is a whole number of them ("14 d"), else as Go does.
+func FormatDuration(d time.Duration) string {
 	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
 		return fmt.Sprintf("%d d", d/(24*time.Hour))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
 )
 
 // QuerySeries is one series of a range query's result.
@@ -185,4 +186,34 @@ func DedupeRisks(rs []DriveRisk) []DriveRisk {
 		out = append(out, best[k])
 	}
 	return out
+}
+
+// RangeQuerier is the range half of storage.Querier.
+type RangeQuerier interface {
+	QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]storage.Series, error)
+}
+
+// FromStore adapts a store's MetricsQL range queries (the path
+// /api/v1/query_range serves, without HTTP) to Querier.
+func FromStore(st RangeQuerier) Querier { return storeQuerier{st} }
+
+type storeQuerier struct{ st RangeQuerier }
+
+func (q storeQuerier) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]QuerySeries, error) {
+	ss, err := q.st.QueryRange(ctx, expr, start, end, step)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]QuerySeries, 0, len(ss))
+	for _, s := range ss {
+		qs := QuerySeries{Labels: map[string]string{}}
+		for _, l := range s.Labels {
+			qs.Labels[l.Name] = l.Value
+		}
+		for i, ms := range s.Timestamps {
+			qs.Points = append(qs.Points, capacity.Point{T: time.UnixMilli(ms).UTC(), V: s.Values[i]})
+		}
+		out = append(out, qs)
+	}
+	return out, nil
 }

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
-	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/sim"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 const demoUsage = `Usage: ballast demo [flags]
@@ -68,7 +69,7 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 	}
 	logger := newLogger(env.stderr, "warn")
-	d, err := cluster.NewDemo(cluster.DemoOptions{
+	d, err := sim.NewDemo(sim.DemoOptions{
 		Scenario:       sc,
 		Seed:           *seed,
 		Duration:       dur,
@@ -77,7 +78,6 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 		OutDir:         *out,
 		Listen:         *listen,
 		ScrapeInterval: *scrape,
-		Analysis:       demoAnalysis,
 		Progress:       progressPrinter(env.stderr, *quiet),
 		Logger:         logger,
 		Version:        version,
@@ -126,15 +126,11 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	return d.Stop(sctx)
 }
 
-// demoAnalysis builds the analysis stages the demo runs; analysis.go
-// fills it in as analyzers are wired.
-var demoAnalysis func(env *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error)
-
-func progressPrinter(w io.Writer, quiet bool) func(cluster.DemoProgress) {
+func progressPrinter(w io.Writer, quiet bool) func(sim.DemoProgress) {
 	if quiet {
 		return nil
 	}
-	return func(p cluster.DemoProgress) {
+	return func(p sim.DemoProgress) {
 		speed := 0.0
 		if p.Wall > 0 {
 			speed = p.SimElapsed.Seconds() / p.Wall.Seconds()
@@ -149,7 +145,7 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
 }
 
-func printSummary(w io.Writer, s *cluster.DemoSummary, out string) {
+func printSummary(w io.Writer, s *sim.DemoSummary, out string) {
 	fmt.Fprintf(w, "ballast demo on the cluster twin (simulated cluster) — scenario %s, seed %d\n", s.Scenario, s.Seed)
 	fmt.Fprintf(w, "  simulated %s in %.1f s of wall time (×%.0f real time)\n", fmtDur(time.Duration(s.SimSeconds*float64(time.Second))), s.WallSeconds, s.SpeedUp)
 	fmt.Fprintf(w, "  GPU utilisation (simulated ground truth): %.1f%%\n", 100*s.GPUUtilMean)

@@ -11,11 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ballast-io/ballast/cluster"
-	"github.com/ballast-io/ballast/cluster/analysis"
-	"github.com/ballast-io/ballast/cluster/score"
-	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim"
+	"github.com/ballast-io/ballast/sim/score"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] --out DIR
@@ -40,7 +39,7 @@ func init() {
 
 // EvalReport is eval.json: the demo's summary with the scores.
 type EvalReport struct {
-	cluster.DemoSummary
+	sim.DemoSummary
 	Scores    score.Result  `json:"scores"`
 	Command   string        `json:"command"`
 	Tolerance time.Duration `json:"tolerance_ns"`
@@ -100,20 +99,9 @@ func (n *dsNames) observe(ds []models.StripeDelta) {
 }
 
 func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, out, listen string, quiet bool) (*EvalReport, error) {
-	var an *analysis.Analysis
 	names := &dsNames{dev: map[string]string{}}
-	d, err := cluster.NewDemo(cluster.DemoOptions{
+	d, err := sim.NewDemo(sim.DemoOptions{
 		Scenario: sc, Seed: seed, Duration: dur, OutDir: out, Listen: listen,
-		Analysis: func(e *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
-			a, err := analysis.New(e.Store, e.Stripes, analysis.Options{})
-			if err != nil {
-				return nil, nil, err
-			}
-			e.Stripes.Subscribe(names.observe)
-			an = a
-			st, acts := a.Pipeline()
-			return st, acts, nil
-		},
 		Progress: progressPrinter(env.stderr, quiet),
 		Logger:   newLogger(env.stderr, "warn"),
 		Version:  version,
@@ -121,6 +109,7 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 	if err != nil {
 		return nil, err
 	}
+	d.MDS().StripeHub().Subscribe(names.observe)
 	sum, runErr := d.Run(ctx)
 	if !quiet {
 		fmt.Fprintln(env.stderr)
@@ -134,9 +123,7 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 	if stopErr != nil {
 		return nil, stopErr
 	}
-	if an == nil {
-		return nil, fmt.Errorf("cannot score scenario %q: the analysis was not built (see the log above)", sc.Name)
-	}
+	an := d.MDS().Analysis()
 	findings, err := readFindings(filepath.Join(out, "findings.jsonl"))
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/ballast-io/ballast/cluster"
-	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 const evalAllUsage = `Usage: ballast eval all --out FILE [--seeds 5] [--jobs 2]

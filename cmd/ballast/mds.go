@@ -96,8 +96,7 @@ func runMDS(ctx context.Context, env *cmdEnv, args []string) error {
 		return err
 	}
 	logger := newLogger(env.stderr, cfg.LogLevel)
-	m := cluster.NewMDS(cfg, version, logger)
-	addMDSExtensions(m)
+	m := cluster.NewMDS(cfg, cluster.Runtime{}, version, logger)
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
@@ -109,16 +108,6 @@ func runMDS(ctx context.Context, env *cmdEnv, args []string) error {
 	err = m.Stop(sctx)
 	logger.Info("mds stopped", "took", time.Since(start).Round(time.Millisecond))
 	return err
-}
-
-// mdsExtensions are added by other files of this package (LAYOUTSTATS
-// ingest, findings API) so that each feature wires itself in one place.
-var mdsExtensions []func(*cluster.MDS)
-
-func addMDSExtensions(m *cluster.MDS) {
-	for _, f := range mdsExtensions {
-		f(m)
-	}
 }
 
 // stringList is a repeatable string flag.

@@ -21,6 +21,7 @@ import (
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/capacityeval"
 )
 
 func init() {
@@ -357,7 +358,7 @@ docs/eval/capacity.md. Takes about 10 s of CPU per seed.`)
 	if *days < 9 {
 		return fmt.Errorf("%w: --days %d is too short: the backtest needs 7 days of warm-up after a 1-day burn-in and at least a day to score", errUsage, *days)
 	}
-	res, err := report.EvalCapacity(report.EvalOptions{Seeds: seeds, Days: *days}, nil)
+	res, err := capacityeval.EvalCapacity(capacityeval.EvalOptions{Seeds: seeds, Days: *days}, nil)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func BenchmarkMDSIngest(b *testing.B) {
 	cfg := cluster.DefaultMDSConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = dir
-	m := cluster.NewMDS(cfg, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m := cluster.NewMDS(cfg, cluster.Runtime{}, "bench", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := m.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -228,7 +228,7 @@ func demoSpeed(ctx context.Context, ballast, scenario, duration string) (float64
 func twinSection(ballast string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	benchCmd := []string{"test", "-run", "^$", "-bench", "BenchmarkTwin(16|128)", "-benchtime", "600x", "-cpu", "1", "./cluster/twin"}
+	benchCmd := []string{"test", "-run", "^$", "-bench", "BenchmarkTwin(16|128)", "-benchtime", "600x", "-cpu", "1", "./sim/twin"}
 	out, err := run(ctx, nil, "go", benchCmd...)
 	if err != nil {
 		return "", err

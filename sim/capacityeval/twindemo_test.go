@@ -1,7 +1,9 @@
-package report
+package capacityeval
 
 import (
 	"flag"
+	"github.com/ballast-io/ballast/cluster/report"
+	"github.com/ballast-io/ballast/internal/chromium"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,7 +19,7 @@ func TestTwinInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Build(in)
+	r, err := report.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +48,13 @@ func TestScreenshot(t *testing.T) {
 	if !*updateScreenshot {
 		t.Skip("run with -update-screenshot to regenerate docs/img/capacity-report.png")
 	}
-	bin := chromium(t)
+	bin := chromium.Find(t)
 	in, err := TwinInput(1, 14, 12*24*time.Hour+10*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := Render(dir, in); err != nil {
+	if err := report.Render(dir, in); err != nil {
 		t.Fatal(err)
 	}
 	html, err := filepath.Abs(filepath.Join(dir, "report.html"))
@@ -60,7 +62,7 @@ func TestScreenshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "shot.png")
-	screenshot(t, bin, html, shot, 1200, 3900)
+	chromium.Screenshot(t, bin, "file://"+html, shot, 1200, 3900)
 	b, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatal(err)

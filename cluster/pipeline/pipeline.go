@@ -1,4 +1,9 @@
-package cluster
+// Package pipeline is the runtime of the mds: sources run on their
+// intervals, what they produce is written, then every analysis stage and
+// every actuator runs, on a clock that may be real or simulated. It also
+// holds the stripe hub (LAYOUTSTATS deltas to the stripe analyzers) and the
+// findings recorder.
+package pipeline
 
 import (
 	"context"
@@ -23,6 +28,21 @@ import (
 type Source interface {
 	Name() string
 	Collect(ctx context.Context, now time.Time) ([]models.Sample, error)
+}
+
+// SourceFunc adapts a function to Source.
+func SourceFunc(name string, f func(ctx context.Context, now time.Time) ([]models.Sample, error)) Source {
+	return sourceFunc{name, f}
+}
+
+type sourceFunc struct {
+	name string
+	f    func(ctx context.Context, now time.Time) ([]models.Sample, error)
+}
+
+func (s sourceFunc) Name() string { return s.name }
+func (s sourceFunc) Collect(ctx context.Context, now time.Time) ([]models.Sample, error) {
+	return s.f(ctx, now)
 }
 
 // Appender is where the pipeline writes samples (storage.Appender).
@@ -72,8 +92,10 @@ type PipelineOptions struct {
 	// Metrics receives ballast_pipeline_* metrics; default a private set.
 	Metrics *metrics.Set
 	Logger  *slog.Logger
-	// OnFindings, when set, sees every tick's findings after the actuators.
-	OnFindings func(now time.Time, fs []models.Finding)
+	// Settle, when set, runs after the sources and before the stages of a
+	// tick. A simulated clock sets it to the store's Flush: simulated time
+	// cannot wait for the store's wall-clock visibility delay.
+	Settle func()
 }
 
 // Pipeline runs sources on their intervals, writes what they produce, then
@@ -93,6 +115,21 @@ type Pipeline struct {
 	started bool
 
 	tickDur *metrics.Summary
+}
+
+// Names returns the names of the sources, the stages and the actuators, each
+// in the order they run.
+func (p *Pipeline) Names() (sources, stages, actuators []string) {
+	for _, s := range p.opts.Sources {
+		sources = append(sources, s.Source.Name())
+	}
+	for _, s := range p.opts.Stages {
+		stages = append(stages, s.Name())
+	}
+	for _, a := range p.opts.Actuators {
+		actuators = append(actuators, a.Name())
+	}
+	return sources, stages, actuators
 }
 
 // NewPipeline checks opts and returns a pipeline; it starts nothing.
@@ -154,6 +191,9 @@ func (p *Pipeline) Tick(ctx context.Context, now time.Time) TickResult {
 
 	var res TickResult
 	res.Samples, res.Errors = p.collect(ctx, now)
+	if p.opts.Settle != nil {
+		p.opts.Settle()
+	}
 	for _, st := range p.opts.Stages {
 		sctx, sp := p.opts.Tracer.Start(ctx, "analyze."+st.Name())
 		fs, err := st.Run(sctx, now)
@@ -178,9 +218,6 @@ func (p *Pipeline) Tick(ctx context.Context, now time.Time) TickResult {
 		}
 		sp.End()
 	}
-	if p.opts.OnFindings != nil {
-		p.opts.OnFindings(now, res.Findings)
-	}
 	for _, err := range res.Errors {
 		p.opts.Logger.Warn("pipeline step failed", "err", err)
 	}
@@ -196,12 +233,15 @@ func (p *Pipeline) count(kind, name string, err error) {
 	p.opts.Metrics.GetOrCreateCounter(fmt.Sprintf(`ballast_pipeline_runs_total{kind=%q,name=%q,success=%q}`, kind, name, ok)).Inc()
 }
 
-// collect runs the sources due at now concurrently and appends their output
-// in source order, so that the stored result does not depend on scheduling.
+// collect runs the sources due at now concurrently, each appending its
+// own output as soon as it has it (sources write disjoint series, so the
+// stored result does not depend on their order), and reports errors in
+// source order.
 func (p *Pipeline) collect(ctx context.Context, now time.Time) (int, []error) {
 	type out struct {
-		samples []models.Sample
-		err     error
+		ran bool
+		n   int
+		err error
 	}
 	results := make([]out, len(p.opts.Sources))
 	var wg sync.WaitGroup
@@ -226,24 +266,25 @@ func (p *Pipeline) collect(ctx context.Context, now time.Time) (int, []error) {
 			if err == nil && cctx.Err() != nil {
 				err = fmt.Errorf("timed out after %s", spec.Timeout)
 			}
-			if err != nil {
-				sp.RecordError(err)
-				sp.SetStatus(codes.Error, err.Error())
+			r := out{ran: s != nil || err != nil, err: err}
+			if err == nil && len(s) > 0 && p.opts.Appender != nil {
+				if r.err = p.opts.Appender.Append(ctx, s); r.err == nil {
+					r.n = len(s)
+				}
 			}
-			results[i] = out{s, err}
+			if r.err != nil {
+				sp.RecordError(r.err)
+				sp.SetStatus(codes.Error, r.err.Error())
+			}
+			results[i] = r
 		})
 	}
 	wg.Wait()
 	var errs []error
 	n := 0
 	for i, r := range results {
-		if r.err == nil && len(r.samples) > 0 && p.opts.Appender != nil {
-			r.err = p.opts.Appender.Append(ctx, r.samples)
-			if r.err == nil {
-				n += len(r.samples)
-			}
-		}
-		if r.samples != nil || r.err != nil {
+		n += r.n
+		if r.ran {
 			p.count("source", p.opts.Sources[i].Source.Name(), r.err)
 		}
 		if r.err != nil {

@@ -1,12 +1,12 @@
-package analysis
+package sim
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/ballast-io/ballast/cluster"
-	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/sim/twin"
+	"github.com/ballast-io/ballast/storage"
 )
 
 // TestHotShardDemo runs the stages on the twin's hot-shard scenario through
@@ -20,19 +20,9 @@ func TestHotShardDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var an *Analysis
-	d, err := cluster.NewDemo(cluster.DemoOptions{
+	d, err := NewDemo(DemoOptions{
 		Scenario: sc, Seed: 1, Duration: 15 * time.Minute, OutDir: t.TempDir(), Listen: "127.0.0.1:0",
 		Start: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Analysis: func(e *cluster.AnalysisEnv) ([]cluster.Stage, []cluster.Actuator, error) {
-			a, err := New(e.Store, e.Stripes, Options{})
-			if err != nil {
-				return nil, nil, err
-			}
-			an = a
-			st, acts := a.Pipeline()
-			return st, acts, nil
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +32,14 @@ func TestHotShardDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if an == nil {
-		t.Fatal("analysis was not built")
+	an := d.MDS().Analysis()
+	active := true
+	fs, err := d.MDS().Journal().Findings(storage.FindingFilter{Kind: "hotspot", Active: &active})
+	if err != nil {
+		t.Fatal(err)
 	}
 	hot := map[string]bool{}
-	for _, f := range an.hot.det.Findings(d.Twin().Now()) {
+	for _, f := range fs {
 		if f.Subject.Kind == "device" {
 			hot[d.Twin().DeviceName(f.Subject.ID)] = true
 		}

@@ -1,12 +1,13 @@
-package report
+package capacityeval
 
 import (
 	"fmt"
+	"github.com/ballast-io/ballast/cluster/report"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
-	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 // TwinInput runs the stretched capacity-pressure scenario for seed over
@@ -16,13 +17,13 @@ import (
 // every 5 minutes, and the drives the drive-health rules and model flag
 // from their hourly SMART history. It is how the example report
 // (docs/img/capacity-report.png) is made, with no cluster and no store.
-func TwinInput(seed uint64, days int, at time.Duration) (Input, error) {
+func TwinInput(seed uint64, days int, at time.Duration) (report.Input, error) {
 	run, err := CapacityScenario(seed, days)
 	if err != nil {
-		return Input{}, err
+		return report.Input{}, err
 	}
 	if at <= run.BurnIn || at > run.Scenario.Duration {
-		return Input{}, fmt.Errorf("cannot build the twin report: report time %s is outside the sampled run (%s to %s)", at, run.BurnIn, run.Scenario.Duration)
+		return report.Input{}, fmt.Errorf("cannot build the twin report: report time %s is outside the sampled run (%s to %s)", at, run.BurnIn, run.Scenario.Duration)
 	}
 	run.AllPools = true
 	run.Health = map[string][]drivehealth.Observation{}
@@ -34,10 +35,10 @@ func TwinInput(seed uint64, days int, at time.Duration) (Input, error) {
 	})
 	devs, err := run.Simulate()
 	if err != nil {
-		return Input{}, err
+		return report.Input{}, err
 	}
 	now := run.Start.Add(at)
-	in := Input{At: now, Source: fmt.Sprintf("cluster twin, scenario %s (seed %d), read in process", run.Scenario.Name, seed),
+	in := report.Input{At: now, Source: fmt.Sprintf("cluster twin, scenario %s (seed %d), read in process", run.Scenario.Name, seed),
 		UsedMetric: "twin NVMe namespace utilisation (twin.Smart)", CapacityMetric: models.MetricDriveCapacity,
 		Devices: devs,
 		Notes: []string{fmt.Sprintf("The scratch pool is filled by a %s; %s degrades from day %.1f.",
@@ -45,14 +46,14 @@ func TwinInput(seed uint64, days int, at time.Duration) (Input, error) {
 	}
 	m, err := drivehealth.DefaultModel()
 	if err != nil {
-		return Input{}, err
+		return report.Input{}, err
 	}
 	opt := drivehealth.DefaultRuleOptions()
 	for _, d := range devs {
 		h := run.Health[d.Device]
 		a := drivehealth.Assess(h, now, m, opt)
 		for _, f := range drivehealth.Findings(models.Subject{Kind: models.SubjectDevice, ID: d.Device}, a, m, now) {
-			in.AtRisk = append(in.AtRisk, DriveRisk{Device: d.Device, Kind: f.Kind, Severity: f.Severity, Risk: a.Risk, Summary: f.Summary})
+			in.AtRisk = append(in.AtRisk, report.DriveRisk{Device: d.Device, Kind: f.Kind, Severity: f.Severity, Risk: a.Risk, Summary: f.Summary})
 		}
 	}
 	return in, nil

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster/analysis"
-	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 // jobsOf returns the jobs a group subject stands for.

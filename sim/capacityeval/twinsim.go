@@ -1,4 +1,7 @@
-package report
+// Package capacityeval is the capacity forecasting backtest on the cluster
+// twin behind `ballast eval capacity` (docs/eval/capacity.md), and the
+// in-process twin report behind docs/img/capacity-report.png.
+package capacityeval
 
 import (
 	"fmt"
@@ -7,7 +10,7 @@ import (
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
-	"github.com/ballast-io/ballast/cluster/twin"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 // CapacityRun describes one stretched capacity-pressure run of the twin.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster/analysis"
-	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,7 +1,8 @@
-package report
+package capacityeval
 
 import (
 	"fmt"
+	"github.com/ballast-io/ballast/cluster/report"
 	"io"
 	"strings"
 	"time"
@@ -95,7 +96,7 @@ func (e *EvalResult) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "- seed %d: %s.\n", run.Seed, strings.Join(run.Tenants, "; "))
 	}
 	fmt.Fprintf(&b, "\n**Method.** Forecast origins every %s from %s after the first reading; at each, both methods see only readings up to the origin. ballast: `analyzer/capacity` with its defaults (window %s, half-life %s, daily and weekly cycles, level shifts, calibrated %.0f %% intervals). Baseline: `predict_linear` over the last %s (Prometheus' least squares, intercept at the origin), the rule Ceph's `CephPoolGrowthWarning` uses; its days to a level are (level − fitted value) ÷ slope, never when the slope is not positive. The truth is the first 5-minute reading at or above 85, 90 and 95 %% of capacity after the origin; pairs already reached at the origin or never reached in the run are left out. Errors are grouped by the true time to the level.\n\n",
-		fmtDur(o.Stride), fmtDur(o.Warmup), fmtDur(o.Forecast.Window), fmtDur(o.Forecast.HalfLife), 100*o.Forecast.Coverage, fmtDur(o.BaselineRange))
+		report.FormatDuration(o.Stride), report.FormatDuration(o.Warmup), report.FormatDuration(o.Forecast.Window), report.FormatDuration(o.Forecast.HalfLife), 100*o.Forecast.Coverage, report.FormatDuration(o.BaselineRange))
 	if err := r.WriteMarkdown(&b); err != nil {
 		return err
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster/analysis"
-	"github.com/ballast-io/ballast/cluster/twin"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 // Names maps the ids the mds uses (pNFS device ids, DS addresses, file

@@ -1,4 +1,8 @@
-package cluster
+// Package scrape pulls agents' /metrics with VictoriaMetrics' lib/promscrape
+// (the scraper of vmagent) and writes what it gets through a
+// storage.BatchWriter. It lives under storage because it is the one other
+// place ballast uses VictoriaMetrics' packages (see docs/decisions.md).
+package scrape
 
 import (
 	"fmt"
@@ -18,8 +22,8 @@ import (
 	"github.com/ballast-io/ballast/storage/ingest"
 )
 
-// ScraperOptions configure the pull of agents' /metrics.
-type ScraperOptions struct {
+// Options configure the pull of agents' /metrics.
+type Options struct {
 	// ConfigPath is where the generated Prometheus scrape config is written.
 	ConfigPath  string
 	Interval    time.Duration
@@ -36,14 +40,14 @@ type ScraperOptions struct {
 // Like the store, lib/promscrape keeps its state in package variables, so
 // one Scraper runs per process.
 type Scraper struct {
-	opts    ScraperOptions
+	opts    Options
 	mu      sync.Mutex
 	started bool
 	batches sync.Pool
 }
 
 // NewScraper returns a scraper; it starts nothing.
-func NewScraper(opts ScraperOptions) *Scraper {
+func New(opts Options) *Scraper {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

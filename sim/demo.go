@@ -1,4 +1,11 @@
-package cluster
+// Package sim is the cluster twin's side of ballast: the twin itself
+// (sim/twin), the scoring of detection against its ground truth (sim/score),
+// the capacity backtest (sim/capacityeval), and here the runner behind
+// `ballast demo` and `ballast eval`. The runner builds the very mds
+// assembly a real cluster runs (cluster.NewMDS) and swaps only the clock
+// (simulated) and the sources (the twin's exposition and LAYOUTSTATS).
+// Product packages never import sim.
+package sim
 
 import (
 	"bytes"
@@ -17,9 +24,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ballast-io/ballast/cluster/twin"
-	"github.com/ballast-io/ballast/collector/layoutstats"
+	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 	"github.com/ballast-io/ballast/storage"
 	"github.com/ballast-io/ballast/storage/ingest"
 )
@@ -43,23 +51,11 @@ type DemoOptions struct {
 	Listen string
 	// ScrapeInterval is the simulated scrape and analysis cadence; default 10s.
 	ScrapeInterval time.Duration
-	// Analysis builds the stages and actuators; nil runs none.
-	Analysis func(env *AnalysisEnv) ([]Stage, []Actuator, error)
 	// Progress is called about every ProgressEvery of wall time.
 	Progress      func(DemoProgress)
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
 	Version       string
-}
-
-// AnalysisEnv is what analysis stages and actuators may use: the store and
-// the stripe deltas (what a real mds sees), and the cluster to act on
-// through the actions a real MDS accepts. Never the twin's ground truth.
-type AnalysisEnv struct {
-	Store   *storage.Embedded
-	Stripes *StripeHub
-	// Act applies an action to the cluster (here the twin).
-	Act func(models.Action) error
 }
 
 // DemoProgress is one progress report.
@@ -92,14 +88,9 @@ type DemoSummary struct {
 type Demo struct {
 	opts DemoOptions
 	tw   *twin.Twin
-	mds  *MDS
-	svc  *layoutstats.Service
-	hub  *StripeHub
+	mds  *cluster.MDS
 
-	twMu     sync.Mutex // serialises access to tw from concurrent sources
-	mu       sync.Mutex
-	findings map[string]models.Finding
-	actions  []models.Action
+	twMu sync.Mutex // serialises access to tw from concurrent sources
 }
 
 // NewDemo builds the twin and an mds on OutDir/data; it starts nothing.
@@ -133,21 +124,20 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	if err := os.RemoveAll(dataDir); err != nil {
 		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", dataDir, err)
 	}
-	cfg := DefaultMDSConfig()
+	cfg := cluster.DefaultMDSConfig()
 	cfg.Listen = opts.Listen
 	cfg.DataDir = dataDir
 	cfg.LogLevel = "warn"
 	// A year keeps any simulated start in range; queries on simulated
 	// history need no result cache.
-	cfg.Storage.Retention = Duration(365 * 24 * time.Hour)
+	cfg.Storage.Retention = cluster.Duration(365 * 24 * time.Hour)
 	cfg.Storage.QueryCache = false
-	cfg.Report.CapacityEvery = 0 // the demo writes its own report at the end
-	d := &Demo{opts: opts, tw: tw, findings: map[string]models.Finding{}}
-	d.mds = NewMDS(cfg, opts.Version, opts.Logger)
-	d.mds.Extra.ManualTicks = true
-	d.mds.Extra.Jitter = -1 // the demo ticks exactly on the scrape interval
-	d.hub = NewStripeHub(d.mds.Metrics())
-	d.mds.StripeHub = d.hub
+	d := &Demo{opts: opts, tw: tw}
+	d.mds = cluster.NewMDS(cfg, cluster.Runtime{
+		Sources:     d.sources(),
+		ManualTicks: true,
+		Jitter:      -1, // the demo ticks exactly on the scrape interval
+	}, opts.Version, opts.Logger)
 	return d, nil
 }
 
@@ -155,38 +145,16 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 func (d *Demo) Twin() *twin.Twin { return d.tw }
 
 // MDS returns the mds the demo runs.
-func (d *Demo) MDS() *MDS { return d.mds }
+func (d *Demo) MDS() *cluster.MDS { return d.mds }
 
 // Run starts the mds, drives the twin and the pipeline to the end of the
 // simulated duration, and writes the output files. It returns early with
 // ctx's error if ctx ends, still writing what it has.
 func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 	o := &d.opts
-	env := &AnalysisEnv{Stripes: d.hub, Act: d.act}
-	var stages []Stage
-	var acts []Actuator
-	d.mds.Extra.Sources = d.sources()
-	d.mds.Extra.Stages = func(st *storage.Embedded) []Stage {
-		env.Store = st
-		if o.Analysis != nil {
-			var err error
-			stages, acts, err = o.Analysis(env)
-			if err != nil {
-				o.Logger.Error("cannot build analysis", "err", err)
-			}
-		}
-		return stages
-	}
-	d.mds.Extra.Actuators = func(*storage.Embedded) []Actuator { return acts }
 	if err := d.mds.Start(ctx); err != nil {
 		return nil, err
 	}
-	in, err := layoutstats.NewIngester(layoutstats.Options{})
-	if err != nil {
-		return nil, err
-	}
-	d.svc = layoutstats.NewService(in, d.mds.Store(), d.hub)
-	d.mds.pipeline.opts.OnFindings = d.recordFindings
 
 	wallStart := time.Now()
 	lastProgress := wallStart
@@ -204,11 +172,10 @@ func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 			continue
 		}
 		nextScrape = nextScrape.Add(o.ScrapeInterval)
-		if err := d.ingestLayoutStats(ctx, now); err != nil {
+		if err := d.postLayoutStats(ctx, now); err != nil {
 			o.Logger.Warn("layoutstats ingest failed", "err", err)
 		}
-		d.mds.Store().Flush() // analyzers read what was just written
-		d.mds.pipeline.Tick(ctx, now)
+		d.mds.Tick(ctx, now)
 		if o.Progress != nil && time.Since(lastProgress) >= o.ProgressEvery {
 			lastProgress = time.Now()
 			o.Progress(d.progress(wallStart))
@@ -232,27 +199,10 @@ func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 // Stop stops the mds (and its query API). Idempotent.
 func (d *Demo) Stop(ctx context.Context) error { return d.mds.Stop(ctx) }
 
-func (d *Demo) act(a models.Action) error {
-	d.twMu.Lock()
-	err := d.tw.Apply(a)
-	d.twMu.Unlock()
-	d.mu.Lock()
-	d.actions = append(d.actions, a)
-	d.mu.Unlock()
-	return err
-}
-
-func (d *Demo) recordFindings(_ time.Time, fs []models.Finding) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range fs {
-		d.findings[f.ID] = f
-	}
-}
-
 // twinScrape is one simulated agent: it renders the node's exposition,
 // parses it with the same parser as /api/v1/import/prometheus, adds the
-// target labels a scrape would, and writes the batch to the store.
+// target labels a scrape would, and returns the samples for the pipeline
+// to write, like every other source.
 type twinScrape struct {
 	d    *Demo
 	node twin.Node
@@ -285,8 +235,7 @@ func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample,
 	if s.node.Role == twin.RoleClient {
 		port = "9752"
 	}
-	st := s.d.mds.Store()
-	lim := st.Limits(now)
+	lim := s.d.mds.Store().Limits(now)
 	lim.DefaultTimestamp = now.UnixMilli()
 	lim.ExtraLabels = []models.Label{
 		{Name: "job", Value: "ballast-agents"},
@@ -297,46 +246,60 @@ func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample,
 	if err := ingest.ParseText(s.buf.String(), &lim, &s.b); err != nil {
 		return nil, fmt.Errorf("cannot parse exposition of %s: %w", s.node.Name, err)
 	}
-	return nil, st.WriteBatch(&s.b)
+	return s.b.Samples(), nil
 }
 
-func (d *Demo) sources() []SourceSpec {
-	var out []SourceSpec
+func (d *Demo) sources() []pipeline.SourceSpec {
+	var out []pipeline.SourceSpec
 	for _, n := range d.tw.Nodes() {
-		out = append(out, SourceSpec{Source: &twinScrape{d: d, node: n}, Interval: d.opts.ScrapeInterval})
+		out = append(out, pipeline.SourceSpec{Source: &twinScrape{d: d, node: n}, Interval: d.opts.ScrapeInterval})
 	}
 	return out
 }
 
-func (d *Demo) ingestLayoutStats(ctx context.Context, now time.Time) error {
+// postLayoutStats hands the clients' LAYOUTSTATS of this interval to the
+// mds's ingest service, the one behind POST /api/v1/layoutstats.
+func (d *Demo) postLayoutStats(ctx context.Context, now time.Time) error {
 	var errs []error
 	for _, b := range d.tw.LayoutStats() {
-		if _, err := d.svc.Accept(ctx, now, &b); err != nil {
+		if _, err := d.mds.LayoutStats().Accept(ctx, now, &b); err != nil {
 			errs = append(errs, fmt.Errorf("client %s: %w", b.ClientID, err))
 		}
-	}
-	if err := d.svc.Tick(ctx, now); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
+// findings returns what the mds journaled, ordered by start then id.
+func (d *Demo) findings() []models.Finding {
+	fs, err := d.mds.Journal().Findings(storage.FindingFilter{})
+	if err != nil {
+		d.opts.Logger.Warn("cannot read the findings journal", "err", err)
+	}
+	return fs
+}
+
+// actions returns what the mds journaled.
+func (d *Demo) actions() []models.Action {
+	as, err := d.mds.Journal().Actions()
+	if err != nil {
+		d.opts.Logger.Warn("cannot read the actions journal", "err", err)
+	}
+	return as
+}
+
 func (d *Demo) progress(wallStart time.Time) DemoProgress {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	return DemoProgress{
 		SimElapsed: d.tw.Now().Sub(d.opts.Start),
 		SimTotal:   d.opts.Duration,
 		Wall:       time.Since(wallStart),
 		GPUUtil:    d.tw.GPUStats().UtilMean,
-		Findings:   len(d.findings),
-		Actions:    len(d.actions),
+		Findings:   len(d.findings()),
+		Actions:    len(d.actions()),
 	}
 }
 
 func (d *Demo) summary(wallStart time.Time) *DemoSummary {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	fs, acts := d.findings(), d.actions()
 	g := d.tw.GPUStats()
 	sim := d.tw.Now().Sub(d.opts.Start).Seconds()
 	wall := time.Since(wallStart).Seconds()
@@ -347,9 +310,9 @@ func (d *Demo) summary(wallStart time.Time) *DemoSummary {
 		WallSeconds:           wall,
 		GPUUtilMean:           g.UtilMean,
 		GPUIdleSecondsByCause: g.IdleByCause,
-		Findings:              len(d.findings),
+		Findings:              len(fs),
 		FindingsByKind:        map[string]int{},
-		Actions:               len(d.actions),
+		Actions:               len(acts),
 		SamplesStored:         d.mds.Store().RowsAdded(),
 		Simulated:             true,
 		Start:                 d.opts.Start,
@@ -358,7 +321,7 @@ func (d *Demo) summary(wallStart time.Time) *DemoSummary {
 	if wall > 0 {
 		s.SpeedUp = sim / wall
 	}
-	for _, f := range d.findings {
+	for _, f := range fs {
 		s.FindingsByKind[f.Kind]++
 	}
 	return s
@@ -379,19 +342,7 @@ func (d *Demo) writeOutputs(sum *DemoSummary) error {
 		}
 		return nil
 	}
-	d.mu.Lock()
-	fs := make([]models.Finding, 0, len(d.findings))
-	for _, f := range d.findings {
-		fs = append(fs, f)
-	}
-	acts := append([]models.Action(nil), d.actions...)
-	d.mu.Unlock()
-	sort.Slice(fs, func(i, j int) bool {
-		if !fs[i].Start.Equal(fs[j].Start) {
-			return fs[i].Start.Before(fs[j].Start)
-		}
-		return fs[i].ID < fs[j].ID
-	})
+	fs, acts := d.findings(), d.actions()
 	return errors.Join(
 		write("summary.json", func(b *bytes.Buffer) error {
 			e := json.NewEncoder(b)

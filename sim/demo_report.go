@@ -1,48 +1,16 @@
-package cluster
+package sim
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
-	"github.com/ballast-io/ballast/storage"
 )
-
-// RangeQuerier is the range half of storage.Querier.
-type RangeQuerier interface {
-	QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]storage.Series, error)
-}
-
-// ReportQuerier adapts a store's MetricsQL range queries (the path
-// /api/v1/query_range serves, without HTTP) to report.Querier.
-func ReportQuerier(st RangeQuerier) report.Querier { return storeQuerier{st} }
-
-type storeQuerier struct{ st RangeQuerier }
-
-func (q storeQuerier) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]report.QuerySeries, error) {
-	ss, err := q.st.QueryRange(ctx, expr, start, end, step)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]report.QuerySeries, 0, len(ss))
-	for _, s := range ss {
-		qs := report.QuerySeries{Labels: map[string]string{}}
-		for _, l := range s.Labels {
-			qs.Labels[l.Name] = l.Value
-		}
-		for i, ms := range s.Timestamps {
-			qs.Points = append(qs.Points, capacity.Point{T: time.UnixMilli(ms).UTC(), V: s.Values[i]})
-		}
-		out = append(out, qs)
-	}
-	return out, nil
-}
 
 // reportPoints bounds the readings per drive the demo's report reads.
 const reportPoints = 2000
@@ -69,7 +37,7 @@ func (d *Demo) WriteCapacityReport(ctx context.Context) (string, error) {
 	}
 	sort.SliceStable(pools, func(i, j int) bool { return len(pools[i][0]) > len(pools[j][0]) })
 	ro := report.ReadOptions{Start: start, End: at, Step: step, Match: `role="ds"`, Pools: pools}
-	devs, err := report.ReadDevices(ctx, storeQuerier{st}, ro)
+	devs, err := report.ReadDevices(ctx, report.FromStore(st), ro)
 	if err != nil {
 		return "", err
 	}
@@ -84,13 +52,11 @@ func (d *Demo) WriteCapacityReport(ctx context.Context) (string, error) {
 	if q := at.Sub(start) / 4; q < in.Options.MinHistory {
 		in.Options.MinHistory = q
 	}
-	d.mu.Lock()
-	for _, f := range d.findings {
+	for _, f := range d.findings() {
 		if f.Active() && f.Subject.Kind == models.SubjectDevice && (f.Kind == drivehealth.KindFailureRisk || f.Kind == drivehealth.KindWearout) {
 			in.AtRisk = append(in.AtRisk, report.DriveRisk{Device: f.Subject.ID, Kind: f.Kind, Severity: f.Severity, Risk: f.Score, Summary: f.Summary})
 		}
 	}
-	d.mu.Unlock()
 	sort.Slice(in.AtRisk, func(i, j int) bool { return in.AtRisk[i].Device < in.AtRisk[j].Device })
 	in.AtRisk = report.MatchDevices(report.DedupeRisks(in.AtRisk), devs)
 	in.Notes = append(in.Notes,

@@ -1,11 +1,10 @@
-package cluster
+package pipeline
 
 import (
 	"context"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
-	"github.com/ballast-io/ballast/storage"
 )
 
 // MetricFindingActive is the series of active findings, one per finding
@@ -17,8 +16,13 @@ const MetricFindingActive = "ballast_finding_active"
 // tick's findings (durable across restarts) and writes
 // ballast_finding_active for them.
 type FindingsRecorder struct {
-	Journal  *storage.Journal
+	Journal  FindingsJournal
 	Appender Appender
+}
+
+// FindingsJournal is where findings are kept (storage.Journal).
+type FindingsJournal interface {
+	UpsertFindings(fs []models.Finding) error
 }
 
 // Name implements Actuator.
