@@ -302,7 +302,7 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 		errs = append(errs, m.pipeline.Stop(ctx))
 	}
 	if m.scraper != nil {
-		m.scraper.Stop()
+		errs = append(errs, m.scraper.Stop(ctx))
 	}
 	if m.server != nil {
 		errs = append(errs, m.server.Stop(ctx))

@@ -12,24 +12,32 @@ import (
 
 var agentListenRe = regexp.MustCompile(`msg="agent started" role=\S+ listen=(\S+)`)
 
-// TestAgentScrapedByMDS runs `ballast ds` over the fake host tree in
-// testdata/host, an mds that scrapes it, and queries the agent's series
-// through the mds query API.
-func TestAgentScrapedByMDS(t *testing.T) {
+// agentProc is a `ballast ds` subprocess over the fake host tree in
+// testdata/host.
+type agentProc struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+}
+
+// startAgent runs `ballast ds` on listen (127.0.0.1:0 for a free port) with
+// extra flags and waits until it serves.
+func startAgent(t *testing.T, listen string, extra ...string) *agentProc {
+	t.Helper()
 	host, err := filepath.Abs("testdata/host")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	agentCfg := filepath.Join(dir, "ds.yml")
-	os.WriteFile(agentCfg, []byte("role: ds\nsmartctl_drop_dir: "+filepath.Join(host, "smartctl")+"\n"), 0o644)
-	ds := exec.Command(ballastBin, "ds", "--config", agentCfg, "--listen", "127.0.0.1:0",
-		"--proc-root", filepath.Join(host, "proc"), "--sys-root", filepath.Join(host, "sys"), "--dev-root", filepath.Join(host, "dev"))
-	stderr, _ := ds.StderrPipe()
-	if err := ds.Start(); err != nil {
+	cfg := filepath.Join(t.TempDir(), "ds.yml")
+	os.WriteFile(cfg, []byte("role: ds\nsmartctl_drop_dir: "+filepath.Join(host, "smartctl")+"\n"), 0o644)
+	args := append([]string{"ds", "--config", cfg, "--listen", listen,
+		"--proc-root", filepath.Join(host, "proc"), "--sys-root", filepath.Join(host, "sys"), "--dev-root", filepath.Join(host, "dev")}, extra...)
+	cmd := exec.Command(ballastBin, args...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ds.Process.Kill(); ds.Wait() })
+	p := &agentProc{cmd: cmd, done: make(chan error, 1)}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -38,13 +46,31 @@ func TestAgentScrapedByMDS(t *testing.T) {
 				addr <- m[1]
 			}
 		}
+		p.done <- cmd.Wait()
 	}()
-	var agent string
+	t.Cleanup(func() { p.kill() })
 	select {
-	case agent = <-addr:
+	case p.addr = <-addr:
 	case <-time.After(30 * time.Second):
 		t.Fatal("ds agent did not start within 30s")
 	}
+	return p
+}
+
+// kill ends the agent with SIGKILL and waits for it.
+func (p *agentProc) kill() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// TestAgentScrapedByMDS runs `ballast ds` over the fake host tree in
+// testdata/host, an mds that scrapes it, and queries the agent's series
+// through the mds query API.
+func TestAgentScrapedByMDS(t *testing.T) {
+	dir := t.TempDir()
+	agent := startAgent(t, "127.0.0.1:0").addr
 	mdsCfg := filepath.Join(dir, "mds.yml")
 	os.WriteFile(mdsCfg, []byte("role: mds\nscrape:\n  interval: 1s\n  timeout: 1s\n"), 0o644)
 	p := startMDS(t, filepath.Join(dir, "data"), "--config", mdsCfg, "--scrape-target", agent)

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -53,26 +54,36 @@ func run(args []string, env *cmdEnv) int {
 }
 
 // signalContext is cancelled on the first SIGINT or SIGTERM; a second one
-// exits at once, for an operator who does not want to wait for shutdown.
+// exits at once (status 130), for an operator who does not want to wait for
+// shutdown. The returned stop function releases the signals.
 func signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan os.Signal, 2)
+	released := make(chan struct{})
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		select {
 		case <-ch:
 			cancel()
-		case <-ctx.Done():
+		case <-released:
 			return
 		}
+		// Wait on released, not ctx: ctx is already cancelled here.
 		select {
 		case <-ch:
 			fmt.Fprintln(os.Stderr, "ballast: second signal, exiting now")
 			os.Exit(130)
-		case <-ctx.Done():
+		case <-released:
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); cancel() }
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(released)
+			cancel()
+		})
+	}
 }
 
 // shutdownTimeout bounds how long a role takes to stop after a signal.

@@ -5,6 +5,10 @@
 package scrape
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,9 +19,11 @@ import (
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/auth"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/promscrape"
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/protoparserutil"
 	"github.com/VictoriaMetrics/metrics"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ballast-io/ballast/internal/ratelog"
 	"github.com/ballast-io/ballast/storage"
 	"github.com/ballast-io/ballast/storage/ingest"
 )
@@ -33,20 +39,39 @@ type Options struct {
 	Writer      storage.BatchWriter
 	Metrics     *metrics.Set
 	Logger      *slog.Logger
+	// ErrorLogEvery bounds how often one failing target is logged: its
+	// first failure at once, then at most once per ErrorLogEvery while it
+	// keeps failing (with the number of failed scrapes), and once when it
+	// is back. Default 5m.
+	ErrorLogEvery time.Duration
 }
 
 // Scraper pulls agents with VictoriaMetrics' lib/promscrape (the scraper of
 // vmagent): static targets plus Prometheus file_sd files re-read on change.
-// Like the store, lib/promscrape keeps its state in package variables, so
-// one Scraper runs per process.
+// lib/promscrape keeps its state in package variables and registers its
+// metrics once, so one Scraper runs once per process.
 type Scraper struct {
 	opts    Options
 	mu      sync.Mutex
 	started bool
+	stop    chan struct{}
+	done    chan struct{}
 	batches sync.Pool
+
+	tmu     sync.Mutex
+	targets map[string]*targetState // by instance
+	logs    *ratelog.Limiter
 }
 
-// NewScraper returns a scraper; it starts nothing.
+// targetState is what push learned about one target since it was last
+// logged.
+type targetState struct {
+	failures int // failed scrapes since the target was last logged or up
+	down     bool
+	since    time.Time // when it went down
+}
+
+// New returns a scraper; it starts nothing.
 func New(opts Options) *Scraper {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -54,7 +79,10 @@ func New(opts Options) *Scraper {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewSet()
 	}
-	return &Scraper{opts: opts}
+	if opts.ErrorLogEvery <= 0 {
+		opts.ErrorLogEvery = 5 * time.Minute
+	}
+	return &Scraper{opts: opts, targets: map[string]*targetState{}, logs: ratelog.New(opts.ErrorLogEvery)}
 }
 
 // promConfig renders the scrape config that lib/promscrape reads.
@@ -99,13 +127,26 @@ func (s *Scraper) promConfig() ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
+// processStarted records that lib/promscrape was initialised in this
+// process: a second promscrape.Init panics on its duplicate metrics.
+var (
+	processMu      sync.Mutex
+	processStarted bool
+)
+
 // Start writes the scrape config and starts scraping. With no targets and
-// no target files it does nothing. Idempotent.
+// no target files it does nothing. Idempotent; a second Scraper in the same
+// process is refused.
 func (s *Scraper) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started || (len(s.opts.Targets) == 0 && len(s.opts.TargetFiles) == 0) {
 		return nil
+	}
+	processMu.Lock()
+	defer processMu.Unlock()
+	if processStarted {
+		return fmt.Errorf("cannot start scraping: lib/promscrape already ran in this process, and it runs once per process")
 	}
 	data, err := s.promConfig()
 	if err != nil {
@@ -118,24 +159,53 @@ func (s *Scraper) Start() error {
 		"promscrape.config":              s.opts.ConfigPath,
 		"promscrape.fileSDCheckInterval": "5s",
 		"promscrape.config.strictParse":  "true",
+		// Failed scrapes are logged by report, through slog and once per
+		// target per window, instead of by lib/logger on every failure.
+		"promscrape.suppressScrapeErrors": "true",
+		// One push per scrape (never stream parsing): push sees a target's
+		// ballast_build_info with the rest of its series.
+		"promscrape.minResponseSizeForStreamParse": "0",
 	}); err != nil {
 		return err
 	}
 	if err := promscrape.CheckConfig(); err != nil {
 		return fmt.Errorf("cannot use generated scrape config %q: %w", s.opts.ConfigPath, err)
 	}
+	// Staleness markers (for a target that went down or a series that went
+	// away) are parsed by lib/protoparser's worker pool; without it
+	// lib/promscrape blocks for good on the first one (vmagent starts the
+	// pool before promscrape.Init, as here).
+	protoparserutil.StartUnmarshalWorkers()
 	promscrape.Init(s.push)
+	processStarted = true
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.report(s.stop, s.done)
 	s.started = true
 	return nil
 }
 
-// Stop stops scraping and waits for in-flight scrapes. Idempotent.
-func (s *Scraper) Stop() {
+// Stop stops scraping and waits for in-flight scrapes, which it cancels;
+// it gives up waiting when ctx ends. Idempotent.
+func (s *Scraper) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started {
+	if !s.started {
+		return nil
+	}
+	s.started = false
+	close(s.stop)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
 		promscrape.Stop()
-		s.started = false
+		protoparserutil.StopUnmarshalWorkers()
+	}()
+	select {
+	case <-stopped:
+		<-s.done
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot stop scraping: in-flight scrapes did not end: %w", ctx.Err())
 	}
 }
 
@@ -163,7 +233,8 @@ func (s *Scraper) push(_ *auth.Token, wr *prompb.WriteRequest) {
 }
 
 // trackTargets mirrors the per-target up and scrape_duration_seconds series
-// that lib/promscrape generates into ballast's own /metrics.
+// that lib/promscrape generates into ballast's own /metrics, and counts
+// each target's failed scrapes for report.
 func (s *Scraper) trackTargets(wr *prompb.WriteRequest) {
 	for i := range wr.Timeseries {
 		ts := &wr.Timeseries[i]
@@ -182,9 +253,100 @@ func (s *Scraper) trackTargets(wr *prompb.WriteRequest) {
 		v := ts.Samples[len(ts.Samples)-1].Value
 		switch name {
 		case "up":
+			if v != 0 && v != 1 {
+				continue // the staleness marker sent when a target is removed
+			}
 			s.opts.Metrics.GetOrCreateGauge(fmt.Sprintf(`ballast_scrape_target_up{target=%q}`, instance), nil).Set(v)
+			s.tmu.Lock()
+			st := s.targets[instance]
+			if st == nil {
+				st = &targetState{}
+				s.targets[instance] = st
+			}
+			if v == 0 {
+				st.failures++
+			}
+			s.tmu.Unlock()
 		case "scrape_duration_seconds":
 			s.opts.Metrics.GetOrCreateGauge(fmt.Sprintf(`ballast_scrape_duration_seconds{target=%q}`, instance), nil).Set(v)
+		}
+	}
+}
+
+// report logs failing targets every interval until stop is closed.
+func (s *Scraper) report(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			ts, err := activeTargets()
+			if err != nil {
+				s.opts.Logger.Error("cannot read scrape target status", "err", err)
+				continue
+			}
+			s.logTargets(now, ts)
+		}
+	}
+}
+
+// target is one entry of lib/promscrape's /api/v1/targets.
+type target struct {
+	Labels    map[string]string `json:"labels"`
+	ScrapeURL string            `json:"scrapeUrl"`
+	LastError string            `json:"lastError"`
+	Health    string            `json:"health"`
+}
+
+// activeTargets reads lib/promscrape's target status, the only place that
+// holds the reason of a target's last failed scrape.
+func activeTargets() ([]target, error) {
+	var buf bytes.Buffer
+	promscrape.WriteAPIV1Targets(&buf, "active", "")
+	var resp struct {
+		Data struct {
+			ActiveTargets []target `json:"activeTargets"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &resp); err != nil {
+		return nil, fmt.Errorf("cannot decode lib/promscrape target status: %w", err)
+	}
+	return resp.Data.ActiveTargets, nil
+}
+
+// logTargets logs a target's first failure at once, then at most once per
+// ErrorLogEvery while it keeps failing, and its recovery once.
+func (s *Scraper) logTargets(now time.Time, ts []target) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	for _, t := range ts {
+		inst := t.Labels["instance"]
+		st := s.targets[inst]
+		if st == nil {
+			st = &targetState{}
+			s.targets[inst] = st
+		}
+		switch {
+		case t.Health == "down" && t.LastError != "":
+			// A target not scraped yet is also "down", without an error.
+			if !st.down {
+				st.down, st.since = true, now
+			}
+			if ok, _ := s.logs.Allow(inst, now); ok {
+				s.opts.Logger.Warn("cannot scrape target", "target", inst, "url", t.ScrapeURL, "err", errors.New(t.LastError),
+					"failed_scrapes", st.failures, "down_for", now.Sub(st.since).Round(time.Second))
+				st.failures = 0
+			}
+		case t.Health == "up":
+			if st.down {
+				s.logs.Forget(inst)
+				s.opts.Logger.Info("scrape target is up again", "target", inst, "down_for", now.Sub(st.since).Round(time.Second))
+				st.down = false
+			}
+			st.failures = 0
 		}
 	}
 }
