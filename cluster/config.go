@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -145,8 +146,11 @@ type RootsConfig struct {
 
 // AgentConfig is the configuration file of the ds and client roles.
 type AgentConfig struct {
-	Role      string          `yaml:"role"`
-	Listen    string          `yaml:"listen"`
+	Role   string `yaml:"role"`
+	Listen string `yaml:"listen"`
+	// NodeName names this host in the node label the mds puts on every
+	// series it scrapes from the agent; empty means the host name.
+	NodeName  string          `yaml:"node_name"`
 	LogLevel  string          `yaml:"log_level"`
 	Roots     RootsConfig     `yaml:"roots"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
@@ -262,6 +266,19 @@ func (c *MDSConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Node returns the node name the agent announces: NodeName, else the host
+// name.
+func (c *AgentConfig) Node() (string, error) {
+	if c.NodeName != "" {
+		return c.NodeName, nil
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "", fmt.Errorf("node_name: not set and the host name is unknown (%v); set node_name", err)
+	}
+	return h, nil
+}
+
 // Validate reports the bad fields of c, naming each and its value.
 func (c *AgentConfig) Validate() error {
 	var errs []error
@@ -273,6 +290,9 @@ func (c *AgentConfig) Validate() error {
 		if p == "" {
 			errs = append(errs, fmt.Errorf("%s: must not be empty", name))
 		}
+	}
+	if len(c.NodeName) > 253 || !utf8.ValidString(c.NodeName) {
+		errs = append(errs, fmt.Errorf("node_name: %q is not a host name (UTF-8, at most 253 bytes)", c.NodeName))
 	}
 	if c.CollectorTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("collector_timeout: %s must be positive", c.CollectorTimeout))

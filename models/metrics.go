@@ -7,8 +7,9 @@ package models
 //
 // Conventions (Prometheus): the ballast_ prefix, base units (bytes, seconds,
 // celsius, ratio 0..1, watts, hertz, joules), _total on counters. The labels
-// listed per metric are those the agent itself sets; the scraper adds the
-// target labels (node, role, instance) on top.
+// listed per metric are those the agent itself sets; the mds scraper adds
+// job, instance and the target's labels, and node and role from the agent's
+// ballast_build_info (see docs/metrics.md).
 
 // MetricType is the Prometheus type of a metric family.
 type MetricType string

@@ -54,6 +54,7 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 	d := cluster.DefaultAgentConfig(role)
 	config := fs.String("config", "", "YAML config file of the "+role+" role (default: built-in defaults)")
 	listen := fs.String("listen", d.Listen, "HOST:PORT of the HTTP listener serving /metrics")
+	nodeName := fs.String("node-name", d.NodeName, "this host's name in the node label of its series (default: the host name)")
 	logLevel := fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	proc := fs.String("proc-root", d.Roots.Proc, "where /proc is read from")
 	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from")
@@ -88,6 +89,8 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 		switch f.Name {
 		case "listen":
 			cfg.Listen = *listen
+		case "node-name":
+			cfg.NodeName = *nodeName
 		case "log-level":
 			cfg.LogLevel = *logLevel
 		case "proc-root":
@@ -105,6 +108,10 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 		}
 	})
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	node, err := cfg.Node()
+	if err != nil {
 		return err
 	}
 	// Enabled collectors: role defaults, then the file, then the flags.
@@ -153,8 +160,8 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 	reg := prometheus.NewRegistry()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ballast_build_info",
-		Help:        "Always 1; labels carry the ballast version and the agent role.",
-		ConstLabels: prometheus.Labels{"version": version, "role": role},
+		Help:        "Always 1; labels carry the ballast version, the agent role and its node name, which the mds copies onto every series it scrapes from the agent.",
+		ConstLabels: prometheus.Labels{"version": version, "role": role, "node": node},
 	})
 	buildInfo.Set(1)
 	for _, c := range []prometheus.Collector{h, buildInfo, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector()} {
@@ -171,7 +178,7 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 	// Drop the pages of mds-only code that initialisation touched.
 	released := cluster.ReleaseExecutablePages()
 	logger.Debug("released executable pages", "bytes", released)
-	logger.Info("agent started", "role", role, "listen", srv.Addr(), "collectors", strings.Join(names, ","))
+	logger.Info("agent started", "role", role, "listen", srv.Addr(), "node", node, "collectors", strings.Join(names, ","))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

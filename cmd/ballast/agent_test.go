@@ -67,16 +67,17 @@ func (p *agentProc) kill() {
 
 // TestAgentScrapedByMDS runs `ballast ds` over the fake host tree in
 // testdata/host, an mds that scrapes it, and queries the agent's series
-// through the mds query API.
+// through the mds query API, labelled with the agent's node and role.
 func TestAgentScrapedByMDS(t *testing.T) {
 	dir := t.TempDir()
-	agent := startAgent(t, "127.0.0.1:0").addr
+	agent := startAgent(t, "127.0.0.1:0", "--node-name", "ds42").addr
 	mdsCfg := filepath.Join(dir, "mds.yml")
 	os.WriteFile(mdsCfg, []byte("role: mds\nscrape:\n  interval: 1s\n  timeout: 1s\n"), 0o644)
 	p := startMDS(t, filepath.Join(dir, "data"), "--config", mdsCfg, "--scrape-target", agent)
 	now := time.Now()
-	// diskstats of the pcp fixture: sda and its partitions.
-	p.waitCount(t, `ballast_disk_reads_completed_total{device="sda",job="ballast-agents"}`, now.Add(5*time.Second), 1)
+	// diskstats of the pcp fixture: sda and its partitions, with the node
+	// and role the agent announces in ballast_build_info.
+	p.waitCount(t, `ballast_disk_reads_completed_total{device="sda",job="ballast-agents",node="ds42",role="ds"}`, now.Add(5*time.Second), 1)
 	// the drop-directory smartctl captures: one NVMe and one ATA drive.
 	p.waitCount(t, `ballast_drive_temperature_celsius`, now.Add(5*time.Second), 2)
 	p.waitCount(t, `ballast_collector_success{collector="nfsd"}`, now.Add(5*time.Second), 1)

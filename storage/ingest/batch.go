@@ -34,6 +34,9 @@ type Limits struct {
 	// ExtraLabels are added to every series (and override labels of the
 	// same name), e.g. instance and job for scraped targets.
 	ExtraLabels []models.Label
+	// DefaultLabels are added to every series that has no label of the
+	// same name (after ExtraLabels), e.g. node and role on scraped series.
+	DefaultLabels []models.Label
 }
 
 // Batch is a decoded, validated set of rows. Its strings may alias the
@@ -129,6 +132,11 @@ func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, staleOK
 	b.labels = append(b.labels, ls...)
 	for _, e := range lim.ExtraLabels {
 		b.labels = setLabel(b.labels, start, e)
+	}
+	for _, d := range lim.DefaultLabels {
+		if models.LabelValue(b.labels[start:], d.Name) == "" {
+			b.labels = setLabel(b.labels, start, d)
+		}
 	}
 	if err := models.ValidateLabels(b.labels[start:]); err != nil {
 		b.labels = b.labels[:start]

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ballast-io/ballast/internal/ratelog"
+	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 	"github.com/ballast-io/ballast/storage/ingest"
 )
@@ -60,6 +62,7 @@ type Scraper struct {
 
 	tmu     sync.Mutex
 	targets map[string]*targetState // by instance
+	nodes   map[string]nodeInfo     // by instance, from ballast_build_info
 	logs    *ratelog.Limiter
 }
 
@@ -82,7 +85,7 @@ func New(opts Options) *Scraper {
 	if opts.ErrorLogEvery <= 0 {
 		opts.ErrorLogEvery = 5 * time.Minute
 	}
-	return &Scraper{opts: opts, targets: map[string]*targetState{}, logs: ratelog.New(opts.ErrorLogEvery)}
+	return &Scraper{opts: opts, targets: map[string]*targetState{}, nodes: map[string]nodeInfo{}, logs: ratelog.New(opts.ErrorLogEvery)}
 }
 
 // promConfig renders the scrape config that lib/promscrape reads.
@@ -209,20 +212,45 @@ func (s *Scraper) Stop(ctx context.Context) error {
 	}
 }
 
-// push receives each scrape's samples from lib/promscrape. Bad samples from
-// a target are counted and skipped: there is no client to answer with 400.
+// pushState is push's reusable memory.
+type pushState struct {
+	batch      ingest.Batch
+	auto, rest []prompb.TimeSeries
+}
+
+// push receives each scrape's samples from lib/promscrape: one call per
+// scrape of one target (stream parsing is off), or the staleness markers of
+// its series. Bad samples from a target are counted and skipped: there is
+// no client to answer with 400.
 func (s *Scraper) push(_ *auth.Token, wr *prompb.WriteRequest) {
-	b, _ := s.batches.Get().(*ingest.Batch)
-	if b == nil {
-		b = new(ingest.Batch)
+	ps, _ := s.batches.Get().(*pushState)
+	if ps == nil {
+		ps = new(pushState)
 	}
-	defer s.batches.Put(b)
+	defer s.batches.Put(ps)
+	b := &ps.batch
 	b.Reset()
-	lim := s.opts.Writer.Limits(time.Now())
-	_ = b.AddTimeSeries(wr.Timeseries, &lim, func(err error) {
+	// The series lib/promscrape generates (up, scrape_*) keep the target's
+	// labels only, so that up{instance} stays one series whatever the
+	// agent says; the agent's own series get its node and role.
+	ps.auto, ps.rest = ps.auto[:0], ps.rest[:0]
+	for _, ts := range wr.Timeseries {
+		if isAutoMetric(seriesName(ts.Labels)) {
+			ps.auto = append(ps.auto, ts)
+		} else {
+			ps.rest = append(ps.rest, ts)
+		}
+	}
+	onReject := func(err error) {
 		s.opts.Metrics.GetOrCreateCounter(fmt.Sprintf(`ballast_scrape_rejected_rows_total{reason=%q}`, ingest.Reason(err))).Inc()
 		s.opts.Logger.Debug("scraped sample rejected", "err", err)
-	})
+	}
+	lim := s.opts.Writer.Limits(time.Now())
+	_ = b.AddTimeSeries(ps.auto, &lim, onReject)
+	lim.DefaultLabels = s.nodeLabels(ps.rest)
+	_ = b.AddTimeSeries(ps.rest, &lim, onReject)
+	clear(ps.auto)
+	clear(ps.rest)
 	s.trackTargets(wr)
 	if err := s.opts.Writer.WriteBatch(b); err != nil {
 		s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_write_errors_total`).Inc()
@@ -232,21 +260,77 @@ func (s *Scraper) push(_ *auth.Token, wr *prompb.WriteRequest) {
 	s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_rows_total`).Add(b.Len())
 }
 
+// nodeInfo is what an agent says about itself in ballast_build_info.
+type nodeInfo struct{ node, role string }
+
+// buildInfo is the series in which agents name their node and role.
+const buildInfo = "ballast_build_info"
+
+// nodeLabels returns the node and role labels for the series of one
+// target's scrape: those of its latest ballast_build_info (remembered, so
+// that staleness markers sent after it went down name the same series),
+// else the host of its instance as node. Labels the target itself carries
+// (file_sd labels) win, as ingest.Limits.DefaultLabels only fills gaps.
+func (s *Scraper) nodeLabels(tss []prompb.TimeSeries) []models.Label {
+	if len(tss) == 0 {
+		return nil
+	}
+	instance := label(tss[0].Labels, "instance")
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	for _, ts := range tss {
+		if seriesName(ts.Labels) == buildInfo {
+			if n := label(ts.Labels, "node"); n != "" {
+				s.nodes[instance] = nodeInfo{node: n, role: label(ts.Labels, "role")}
+			}
+			break
+		}
+	}
+	info, ok := s.nodes[instance]
+	if !ok {
+		info.node = instance
+		if h, _, err := net.SplitHostPort(instance); err == nil {
+			info.node = h
+		}
+	}
+	ls := []models.Label{{Name: "node", Value: info.node}}
+	if info.role != "" {
+		ls = append(ls, models.Label{Name: "role", Value: info.role})
+	}
+	return ls
+}
+
+func label(ls []prompb.Label, name string) string {
+	for _, l := range ls {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+func seriesName(ls []prompb.Label) string { return label(ls, "__name__") }
+
+// isAutoMetric reports whether name is one of the series lib/promscrape
+// generates per scrape (its own list is unexported).
+func isAutoMetric(name string) bool {
+	switch name {
+	case "up", "scrape_duration_seconds", "scrape_response_size_bytes", "scrape_samples_limit",
+		"scrape_samples_post_metric_relabeling", "scrape_samples_scraped", "scrape_series_added",
+		"scrape_series_current", "scrape_series_limit_samples_dropped", "scrape_series_limit",
+		"scrape_labels_limit", "scrape_timeout_seconds":
+		return true
+	}
+	return false
+}
+
 // trackTargets mirrors the per-target up and scrape_duration_seconds series
 // that lib/promscrape generates into ballast's own /metrics, and counts
 // each target's failed scrapes for report.
 func (s *Scraper) trackTargets(wr *prompb.WriteRequest) {
 	for i := range wr.Timeseries {
 		ts := &wr.Timeseries[i]
-		var name, instance string
-		for _, l := range ts.Labels {
-			switch l.Name {
-			case "__name__":
-				name = l.Value
-			case "instance":
-				instance = l.Value
-			}
-		}
+		name, instance := seriesName(ts.Labels), label(ts.Labels, "instance")
 		if len(ts.Samples) == 0 || instance == "" {
 			continue
 		}

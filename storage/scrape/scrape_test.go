@@ -114,13 +114,19 @@ func (a *agent) stop() { a.srv.Close() }
 func TestScraperSurvivesTheRealWorld(t *testing.T) {
 	const interval = time.Second
 	a := &agent{}
-	a.setBody("a_metric{x=\"1\"} 1\nb_metric 2\n")
+	a.setBody("a_metric{x=\"1\"} 1\nb_metric 2\nballast_build_info{version=\"t\",role=\"ds\",node=\"ds07\"} 1\n")
 	a.start(t)
 	defer a.stop()
+	// Not a ballast agent (no ballast_build_info); its file_sd labels set
+	// role.
+	other := &agent{}
+	other.setBody("c_metric 3\n")
+	other.start(t)
+	defer other.stop()
 	hang := testkit.HangingListener(t)
 	dir := t.TempDir()
 	sd := filepath.Join(dir, "targets.json")
-	if err := os.WriteFile(sd, []byte(fmt.Sprintf(`[{"targets":[%q]}]`, hang)), 0o644); err != nil {
+	if err := os.WriteFile(sd, []byte(fmt.Sprintf(`[{"targets":[%q]},{"targets":[%q],"labels":{"role":"client"}}]`, hang, other.addr)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logs := &testkit.LogBuffer{}
@@ -150,6 +156,23 @@ func TestScraperSurvivesTheRealWorld(t *testing.T) {
 	rec.waitFirst(t, "agent up", "up", a.addr, t0, value(1))
 	rec.waitFirst(t, "agent series", "b_metric", a.addr, t0, value(2))
 
+	// node and role: from the agent's ballast_build_info on its own series,
+	// the target's labels and instance host otherwise; up keeps the target
+	// labels only.
+	c := rec.waitFirst(t, "other target", "c_metric", other.addr, t0, value(3))
+	for _, want := range []struct {
+		s          models.Sample
+		node, role string
+	}{
+		{rec.waitFirst(t, "agent series", "a_metric", a.addr, t0, value(1)), "ds07", "ds"},
+		{rec.waitFirst(t, "agent up", "up", a.addr, t0, value(1)), "", ""},
+		{c, "127.0.0.1", "client"},
+	} {
+		if n, r := want.s.Label("node"), want.s.Label("role"); n != want.node || r != want.role {
+			t.Errorf("%s from %s: got node %q, role %q; want %q, %q", want.s.Name, want.s.Label("instance"), n, r, want.node, want.role)
+		}
+	}
+
 	// A series that disappears gets a staleness marker.
 	tDrop := time.Now()
 	a.setBody("a_metric{x=\"1\"} 1\n")
@@ -161,6 +184,9 @@ func TestScraperSurvivesTheRealWorld(t *testing.T) {
 	a.stop()
 	down := rec.waitFirst(t, "agent down", "up", a.addr, tDown, value(0))
 	st := rec.waitFirst(t, "series of a down agent", "a_metric", a.addr, tDown, stale)
+	if n := st.Label("node"); n != "ds07" {
+		t.Errorf("staleness marker of a down agent: got node %q; want the node of its series, ds07", n)
+	}
 	for _, s := range []models.Sample{down, st} {
 		if d := time.UnixMilli(s.Timestamp).Sub(tDown); d > 2*interval {
 			t.Errorf("%s %v came %v after the agent went down; want within %v", s.Name, s.Value, d, 2*interval)
