@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/ballast-io/ballast/models"
 )
 
 // ErrNotApplicable is returned (possibly wrapped) by a collector whose
@@ -23,6 +25,22 @@ type Sample struct {
 	Name   string
 	Values []string
 	Value  float64
+}
+
+// Labels pairs the sample's label values with the label names of its
+// metric's descriptor in models.Metrics; without a descriptor it has none.
+func (s Sample) Labels() []models.Label {
+	d, ok := models.LookupMetric(s.Name)
+	if !ok {
+		return nil
+	}
+	out := make([]models.Label, 0, len(s.Values))
+	for i, v := range s.Values {
+		if i < len(d.Labels) {
+			out = append(out, models.Label{Name: d.Labels[i], Value: v})
+		}
+	}
+	return out
 }
 
 // Collector reads one source of telemetry. Collect is called at most once

@@ -100,11 +100,17 @@ func fixtureCases(t *testing.T) []fixtureCase {
 	}
 	for _, f := range fixtureFiles(t, "smartctl", ".json") {
 		fix := "smartctl/" + f
-		add(fix, "smartctl", func(t *testing.T) ([]Sample, error) { return parseSmartctlJSON(readFixture(t, fix)) })
+		add(fix, "smartctl", func(t *testing.T) ([]Sample, error) {
+			r, err := parseSmartctlJSON(readFixture(t, fix))
+			return r.Samples, err
+		})
 	}
 	for _, f := range fixtureFiles(t, "nvme-cli", ".json") {
 		fix := "nvme-cli/" + f
-		add(fix, "smartctl", func(t *testing.T) ([]Sample, error) { return parseDriveJSON(readFixture(t, fix), "nvme0") })
+		add(fix, "smartctl", func(t *testing.T) ([]Sample, error) {
+			r, err := ParseDriveReport(readFixture(t, fix), "nvme0")
+			return r.Samples, err
+		})
 	}
 	for _, f := range fixtureFiles(t, "procfs/diskstats", "") {
 		fix := "procfs/diskstats/" + f

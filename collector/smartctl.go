@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ballast-io/ballast/models"
 )
@@ -82,9 +83,9 @@ const smartctlParallel = 4
 
 func (c *smartctlCollector) readDevice(ctx context.Context, bin string, d smartctlScanDevice) []Sample {
 	b, err := runSmartctl(ctx, bin, "--json", "--xall", "--device", d.Type, d.Name)
-	var s []Sample
+	var r DriveReport
 	if err == nil {
-		s, err = parseSmartctlJSON(b)
+		r, err = parseSmartctlJSON(b)
 	}
 	name := smartctlDeviceName(d.Name, d.Type)
 	if err != nil {
@@ -92,7 +93,7 @@ func (c *smartctlCollector) readDevice(ctx context.Context, bin string, d smartc
 		return []Sample{deviceUp("smartctl", name, false)}
 	}
 	c.log.clear(name)
-	return append([]Sample{deviceUp("smartctl", name, true)}, s...)
+	return append([]Sample{deviceUp("smartctl", name, true)}, r.Samples...)
 }
 
 func (c *smartctlCollector) collectDropDir() ([]Sample, error) {
@@ -104,16 +105,22 @@ func (c *smartctlCollector) collectDropDir() ([]Sample, error) {
 	var out []Sample
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		var s []Sample
+		var r DriveReport
 		if err == nil {
-			s, err = parseDriveJSON(b, strings.TrimSuffix(filepath.Base(f), ".json"))
+			r, err = ParseDriveReport(b, strings.TrimSuffix(filepath.Base(f), ".json"))
+		}
+		if errors.Is(err, ErrNotDriveReport) {
+			// A --scan listing or an error document: no drive to report.
+			c.log.warnOnce(f, err.Error(), "skipping smartctl drop file", "file", f)
+			continue
 		}
 		if err != nil {
 			c.log.warnOnce(f, err.Error(), "cannot read smartctl output", "file", f)
 			out = append(out, deviceUp("smartctl", filepath.Base(f), false))
 			continue
 		}
-		out = append(out, s...)
+		c.log.clear(f)
+		out = append(out, r.Samples...)
 	}
 	return out, nil
 }
@@ -169,7 +176,13 @@ type smartctlReport struct {
 			String   string `json:"string"`
 			Severity string `json:"severity"`
 		} `json:"messages"`
+		ExitStatus *int `json:"exit_status"`
 	} `json:"smartctl"`
+	// Devices is set in `smartctl --scan` output only.
+	Devices   []json.RawMessage `json:"devices"`
+	LocalTime *struct {
+		TimeT int64 `json:"time_t"`
+	} `json:"local_time"`
 	Device *struct {
 		Name     string `json:"name"`
 		Type     string `json:"type"`
@@ -231,39 +244,69 @@ type smartctlReport struct {
 	} `json:"scsi_error_counter_log"`
 }
 
-// parseDriveJSON parses one drop-directory file: smartctl output (it has a
-// "smartctl" member) or nvme-cli smart-log output, whose device label is
-// taken from the file name since nvme-cli does not print it.
-func parseDriveJSON(b []byte, name string) ([]Sample, error) {
+// ErrNotDriveReport marks a JSON document that holds no drive's SMART
+// data: `smartctl --scan` output, a smartctl error document (the device
+// could not be opened or identified) or JSON of another kind. Readers of
+// drive files skip such a document with the error's reason.
+var ErrNotDriveReport = errors.New("not a drive report")
+
+// DriveReport is one drive's SMART data decoded from a smartctl or
+// nvme-cli JSON document.
+type DriveReport struct {
+	// Device is the device label of the drive's series.
+	Device string
+	// Time is when smartctl read the drive (its local_time); zero when the
+	// document does not say (nvme-cli).
+	Time time.Time
+	// Samples are the series the agent exposes for the drive.
+	Samples []Sample
+}
+
+// ParseDriveReport decodes one drive document as the smartctl collector
+// reads its drop directory: `smartctl --json --xall` output (it has a
+// "smartctl" member) or `nvme smart-log -o json` output, whose device label
+// is name since nvme-cli does not print it. It is the one smartctl decoder:
+// the agent, `ballast drives score --smartctl` and the evaluation use it.
+func ParseDriveReport(b []byte, name string) (DriveReport, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("cannot parse drive JSON %q: %w", name, err)
+		return DriveReport{}, fmt.Errorf("cannot parse drive JSON %q: %w", name, err)
 	}
 	if _, ok := probe["smartctl"]; ok {
 		return parseSmartctlJSON(b)
 	}
+	if _, ok := probe["critical_warning"]; !ok {
+		return DriveReport{}, fmt.Errorf("cannot use drive JSON %q: %w: neither smartctl output nor nvme smart-log output", name, ErrNotDriveReport)
+	}
 	h, err := parseNVMeCLISmartLog(b)
 	if err != nil {
-		return nil, err
+		return DriveReport{}, err
 	}
 	id := driveID{Device: name, Protocol: "NVMe"}
-	return append([]Sample{id.info(), {models.MetricDriveSmartHealthy, id.labels(), boolFloat(h.CriticalWarning == 0)}}, h.samples(id)...), nil
+	return DriveReport{Device: name, Samples: append([]Sample{id.info(), {models.MetricDriveSmartHealthy, id.labels(), boolFloat(h.CriticalWarning == 0)}}, h.samples(id)...)}, nil
 }
 
 // parseSmartctlJSON maps one `smartctl --json --xall` output to samples:
 // the drive series for every protocol, the NVMe health log for NVMe, the
 // attribute table for ATA, the defect list and error counters for SCSI.
-func parseSmartctlJSON(b []byte) ([]Sample, error) {
+// Scan output and error documents (no device member) are ErrNotDriveReport.
+func parseSmartctlJSON(b []byte) (DriveReport, error) {
 	var r smartctlReport
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("cannot parse smartctl JSON: %w", err)
+		return DriveReport{}, fmt.Errorf("cannot parse smartctl JSON: %w", err)
+	}
+	if r.Devices != nil && r.Device == nil {
+		return DriveReport{}, fmt.Errorf("cannot use smartctl JSON: %w: smartctl --scan output listing %d devices", ErrNotDriveReport, len(r.Devices))
 	}
 	if r.Device == nil || r.Device.Name == "" {
 		msg := "no device member"
 		for _, m := range r.Smartctl.Messages {
 			msg = m.String
 		}
-		return nil, fmt.Errorf("cannot use smartctl JSON: %s", msg)
+		if r.Smartctl.ExitStatus != nil {
+			msg += fmt.Sprintf(" (exit status %d)", *r.Smartctl.ExitStatus)
+		}
+		return DriveReport{}, fmt.Errorf("cannot use smartctl JSON: %w: %s", ErrNotDriveReport, msg)
 	}
 	id := driveID{
 		Device:   smartctlDeviceName(r.Device.Name, r.Device.Type),
@@ -273,6 +316,10 @@ func parseSmartctlJSON(b []byte) ([]Sample, error) {
 		Protocol: r.Device.Protocol,
 	}
 	l := id.labels()
+	rep := DriveReport{Device: id.Device}
+	if r.LocalTime != nil && r.LocalTime.TimeT > 0 {
+		rep.Time = time.Unix(r.LocalTime.TimeT, 0).UTC()
+	}
 	out := []Sample{id.info()}
 	if r.SmartStatus != nil {
 		out = append(out, Sample{models.MetricDriveSmartHealthy, l, boolFloat(r.SmartStatus.Passed)})
@@ -297,7 +344,8 @@ func parseSmartctlJSON(b []byte) ([]Sample, error) {
 				h.Sensors[i] = n.TemperatureSensor[i]
 			}
 		}
-		return append(out, h.samples(id)...), nil
+		rep.Samples = append(out, h.samples(id)...)
+		return rep, nil
 	}
 	if r.Temperature != nil && r.Temperature.Current != nil {
 		out = append(out, Sample{models.MetricDriveTemperature, l, *r.Temperature.Current})
@@ -323,7 +371,8 @@ func parseSmartctlJSON(b []byte) ([]Sample, error) {
 			out = append(out, Sample{models.MetricSCSIUncorrected, id.labels(dir), *e.Uncorrected})
 		}
 	}
-	return out, nil
+	rep.Samples = out
+	return rep, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -53,7 +53,8 @@ func TestSmartctlObservedHealth(t *testing.T) {
 	checked := 0
 	for _, row := range rows[1:] {
 		file := row[col["file"]]
-		samples, err := parseSmartctlJSON(readFixture(t, "smartctl/"+file))
+		rep, err := parseSmartctlJSON(readFixture(t, "smartctl/"+file))
+		samples := rep.Samples
 		if err != nil {
 			t.Errorf("%s: %v", file, err)
 			continue
@@ -115,10 +116,11 @@ func TestSmartctlObservedHealth(t *testing.T) {
 func TestNVMeCLIEncodingsAgree(t *testing.T) {
 	var first []Sample
 	for _, f := range []string{"netdata_nvme-smart-log.json", "netdata_nvme-smart-log-string.json", "netdata_nvme-smart-log-float.json"} {
-		s, err := parseDriveJSON(readFixture(t, "nvme-cli/"+f), "nvme0")
+		r, err := ParseDriveReport(readFixture(t, "nvme-cli/"+f), "nvme0")
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+		s := r.Samples
 		if first == nil {
 			first = s
 			for _, x := range s {

@@ -47,6 +47,9 @@ func Assess(h []Observation, now time.Time, m *Model, opt RuleOptions) Assessmen
 		return a
 	}
 	a.Hits = EvaluateRules(h, now, opt)
+	if m != nil {
+		addLevelOdds(a.Hits, m, h[len(h)-1].Protocol)
+	}
 	for _, hit := range a.Hits {
 		if hit.Kind != KindFailureRisk {
 			continue
@@ -75,6 +78,35 @@ func Assess(h []Observation, now time.Time, m *Model, opt RuleOptions) Assessmen
 		}
 	}
 	return a
+}
+
+// addLevelOdds adds to each level hit on reallocated or pending sectors how
+// much more often training drives at that level failed (Model.Levels): the
+// size of the risk and, through its interval, how sure it is.
+func addLevelOdds(hits []Hit, m *Model, p Protocol) {
+	for i := range hits {
+		counter, ok := strings.CutSuffix(hits[i].Rule, "_level")
+		if !ok || len(hits[i].Evidence) == 0 {
+			continue
+		}
+		v := hits[i].Evidence[0].Value // the current count
+		l, ok := m.LevelOddsFor(counter, v)
+		if !ok {
+			continue
+		}
+		to := "or more"
+		if l.To > 0 {
+			to = fmt.Sprintf("to %g", float64(l.To)-1)
+		}
+		note := fmt.Sprintf("95 %% interval %.3g–%.3g; %s: %d of %d drives first seen with %g %s %s failed, against %d of %d with none",
+			float64(l.Low), float64(l.High), m.Source, l.Failed, l.Failed+l.Healthy, float64(l.From), to, counter, l.BaseFailed, l.BaseFailed+l.BaseHealthy)
+		if p == ProtocolSCSI {
+			note += " (measured on ATA disks; SCSI grown defects are the same remapping)"
+		}
+		hits[i].Evidence = append(hits[i].Evidence, models.Evidence{Name: "failure_odds_ratio", Value: float64(l.OddsRatio), Note: note})
+		hits[i].Summary += fmt.Sprintf("; drives at this level failed with %.3g× the odds of drives with none (95 %% interval %.3g–%.3g)",
+			float64(l.OddsRatio), float64(l.Low), float64(l.High))
+	}
 }
 
 // Findings turns an assessment of subject at now into findings: one
@@ -160,8 +192,7 @@ func failureFinding(subject models.Subject, a Assessment, m *Model, now time.Tim
 }
 
 func maxSeverity(a, b models.Severity) models.Severity {
-	rank := map[models.Severity]int{"": 0, models.SeverityInfo: 1, models.SeverityWarning: 2, models.SeverityCritical: 3}
-	if rank[b] > rank[a] {
+	if severityRank(b) > severityRank(a) {
 		return b
 	}
 	return a

@@ -8,7 +8,10 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/ballast-io/ballast/models"
 )
 
 // Drive is one drive's daily history from a Backblaze-format CSV.
@@ -23,23 +26,11 @@ type Drive struct {
 	FailDate time.Time
 }
 
-// backblazeColumns maps the SMART raw columns the package uses to where
-// they go in an Observation. 187 and 198 both add to MediaErrors.
-var backblazeColumns = map[string]func(o *Observation, v float64){
-	"smart_5_raw":   func(o *Observation, v float64) { o.Reallocated = v },
-	"smart_197_raw": func(o *Observation, v float64) { o.Pending = v },
-	"smart_187_raw": addMediaErrors,
-	"smart_198_raw": addMediaErrors,
-	"smart_194_raw": func(o *Observation, v float64) { o.TemperatureC = v },
-	"smart_9_raw":   func(o *Observation, v float64) { o.PowerOnHours = v },
-}
-
-func addMediaErrors(o *Observation, v float64) {
-	if !known(o.MediaErrors) {
-		o.MediaErrors = 0
-	}
-	o.MediaErrors += v
-}
+// backblazeColumn is the prefix and suffix of the SMART raw-value columns;
+// smart_5_raw is ATA attribute 5's raw value. Every such column goes
+// through the same ATA attribute mapping as the agents' series (Readings),
+// so only the attributes that mapping knows are used.
+const backblazeColumnPrefix, backblazeColumnSuffix = "smart_", "_raw"
 
 // ParseBackblaze reads a Backblaze "Hard Drive Data and Stats" CSV (one row
 // per drive per day: date, serial_number, model, capacity_bytes, failure,
@@ -65,16 +56,20 @@ func ParseBackblaze(r io.Reader) ([]Drive, error) {
 		}
 	}
 	type col struct {
-		i   int
-		set func(*Observation, float64)
+		i      int
+		labels []models.Label
 	}
 	var cols []col
-	for name, set := range backblazeColumns {
-		if i, ok := idx[name]; ok {
-			cols = append(cols, col{i, set})
+	for i, h := range header {
+		id, isSmart := strings.CutPrefix(h, backblazeColumnPrefix)
+		id, isRaw := strings.CutSuffix(id, backblazeColumnSuffix)
+		if !isSmart || !isRaw {
+			continue
+		}
+		if _, err := strconv.Atoi(id); err == nil {
+			cols = append(cols, col{i, []models.Label{{Name: "attribute_id", Value: id}}})
 		}
 	}
-	sort.Slice(cols, func(a, b int) bool { return cols[a].i < cols[b].i })
 
 	byserial := map[string]*Drive{}
 	for line := 2; ; line++ {
@@ -93,7 +88,7 @@ func ParseBackblaze(r io.Reader) ([]Drive, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot parse backblaze csv line %d date %q: %w", line, rec[idx["date"]], err)
 		}
-		o := NewObservation(day, ProtocolATA)
+		snap := newSnapshot(day, ProtocolATA)
 		for _, c := range cols {
 			s := rec[c.i]
 			if s == "" {
@@ -103,8 +98,9 @@ func ParseBackblaze(r io.Reader) ([]Drive, error) {
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 				return nil, fmt.Errorf("cannot parse backblaze csv line %d column %s value %q", line, header[c.i], s)
 			}
-			c.set(&o, v)
+			snap.add(models.MetricATAAttributeRaw, c.labels, v)
 		}
+		o := snap.observation()
 		d := byserial[serial]
 		if d == nil {
 			d = &Drive{Serial: serial, Model: rec[idx["model"]]}

@@ -2,7 +2,6 @@ package drivehealth
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strings"
@@ -340,34 +339,47 @@ func auc(s []driveSeries) float64 {
 	return sum / float64(len(pos)*len(neg))
 }
 
-// CaptureResult is what the rules say about one smartctl capture.
+// CaptureResult is what drive health says about one drive read from
+// smartctl files: its latest reading judged with its history (a lone file
+// is a one-reading history).
 type CaptureResult struct {
-	File, Protocol, Model string
-	// Flagged is true when a drive_failure_risk finding at warning or worse
-	// was raised.
+	// File names the capture (or the folder of one drive's captures);
+	// Derived, for a derived reading, says what was changed and why.
+	File, Protocol, Model, Derived string
+	// Readings is the number of observations in the drive's history.
+	Readings int
+	// Flagged is true when a drive_failure_risk finding was raised.
 	Flagged bool
+	// Risk is the assessment's risk; Why the failure finding's summary.
+	Risk float64
+	Why  string
 	// Kinds and Rules list the findings and the rules that fired.
 	Kinds, Rules []string
+	// Findings are the findings themselves, evidence included.
+	Findings []models.Finding
 	// Notable summarises the health fields for the table.
 	Notable string
 }
 
-// CheckCapture runs one `smartctl --json` capture through Analyze (rules;
-// the model joins for ATA drives) as a one-reading history.
-func CheckCapture(name string, r io.Reader, m *Model, opt RuleOptions) (CaptureResult, error) {
-	o, id, err := ParseSmartctl(r, time.Unix(0, 0).UTC())
-	if err != nil {
-		return CaptureResult{}, fmt.Errorf("cannot check capture %q: %w", name, err)
+// CheckDrive assesses one drive's history h (sorted by time) at its last
+// reading with the rules and the model, as the mds does, and summarises
+// the result for the evaluation.
+func CheckDrive(name, model string, h []Observation, m *Model, opt RuleOptions) CaptureResult {
+	res := CaptureResult{File: name, Model: model, Readings: len(h)}
+	if len(h) == 0 {
+		return res
 	}
-	res := CaptureResult{File: name, Protocol: string(o.Protocol), Model: id.Model}
-	a := Assess([]Observation{o}, o.Time, m, opt)
-	for _, h := range a.Hits {
-		res.Rules = append(res.Rules, fmt.Sprintf("%s(%s)", h.Rule, h.Severity))
+	o := h[len(h)-1]
+	res.Protocol = string(o.Protocol)
+	a := Assess(h, o.Time, m, opt)
+	for _, hit := range a.Hits {
+		res.Rules = append(res.Rules, fmt.Sprintf("%s(%s)", hit.Rule, hit.Severity))
 	}
-	for _, f := range Findings(models.Subject{Kind: models.SubjectDevice, ID: name}, a, m, o.Time) {
+	res.Findings = Findings(models.Subject{Kind: models.SubjectDevice, ID: name}, a, m, o.Time)
+	for _, f := range res.Findings {
 		res.Kinds = append(res.Kinds, fmt.Sprintf("%s(%s)", f.Kind, f.Severity))
 		if f.Kind == KindFailureRisk {
-			res.Flagged = true
+			res.Flagged, res.Risk, res.Why = true, f.Score, f.Summary
 		}
 	}
 	var notes []string
@@ -390,6 +402,9 @@ func CheckCapture(name string, r io.Reader, m *Model, opt RuleOptions) (CaptureR
 	if known(o.AvailableSpare) && known(o.SpareThreshold) && o.AvailableSpare < 100 {
 		notes = append(notes, fmt.Sprintf("spare=%g/%g", o.AvailableSpare, o.SpareThreshold))
 	}
+	if len(o.FailingAttributes) > 0 {
+		notes = append(notes, fmt.Sprintf("failing_attributes=%v", o.FailingAttributes))
+	}
 	res.Notable = strings.Join(notes, " ")
-	return res, nil
+	return res
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -58,6 +59,11 @@ type Model struct {
 	Thresholds []Threshold `json:"thresholds"`
 	// Windows map risk bands to the days-to-failure seen in training.
 	Windows []Window `json:"windows"`
+	// Levels say how much more often training drives whose first reading
+	// carried a reallocated or pending count in a band failed than drives
+	// whose count was 0: the evidence behind judging a lone reading by its
+	// level (the level rules put the band's odds in their findings).
+	Levels []LevelOdds `json:"levels,omitempty"`
 	// Train describes the training set.
 	Train TrainStats `json:"train"`
 }
@@ -93,6 +99,97 @@ type Window struct {
 	MedianDays num `json:"median_days"`
 	ToDays     num `json:"to_days"`
 	Samples    int `json:"samples"`
+}
+
+// LevelOdds compares the training drives whose first reading had Counter
+// in [From, To) (To 0: no upper bound) with those whose first reading had
+// it at 0: Failed and Healthy count the drives in the band, BaseFailed and
+// BaseHealthy those at 0. OddsRatio is (Failed/Healthy) ÷
+// (BaseFailed/BaseHealthy) with its 95 % interval [Low, High] (Woolf's
+// log method; 0.5 is added to every cell when one is empty). Odds, not
+// failure rates: the training subset holds every failed drive but only a
+// sample of the healthy ones, which distorts rates but not odds ratios;
+// where failure is rare, as in a fleet, the odds ratio is close to how
+// many times more often such drives fail.
+type LevelOdds struct {
+	Counter     string `json:"counter"`
+	From        num    `json:"from"`
+	To          num    `json:"to"`
+	Failed      int    `json:"failed"`
+	Healthy     int    `json:"healthy"`
+	BaseFailed  int    `json:"base_failed"`
+	BaseHealthy int    `json:"base_healthy"`
+	OddsRatio   num    `json:"odds_ratio"`
+	Low         num    `json:"low"`
+	High        num    `json:"high"`
+}
+
+// levelEdges are the lower bounds of the level bands.
+var levelEdges = []float64{1, 10, 100, 1000}
+
+// levelCounters are the counters whose level bands the model stores, with
+// the field each is read from.
+var levelCounters = []struct {
+	name string
+	f    field
+}{{"reallocated", fReallocated}, {"pending", fPendingCount}}
+
+// LevelOddsFor returns the band of counter that holds v, if the model has
+// one.
+func (m *Model) LevelOddsFor(counter string, v float64) (LevelOdds, bool) {
+	for _, l := range m.Levels {
+		if l.Counter == counter && v >= float64(l.From) && (l.To == 0 || v < float64(l.To)) {
+			return l, true
+		}
+	}
+	return LevelOdds{}, false
+}
+
+// levelOdds counts, per counter and band, the drives whose first known
+// reading falls in it, failed or not, and their odds ratio against the
+// drives at 0.
+func levelOdds(drives []Drive, use []int) []LevelOdds {
+	var out []LevelOdds
+	for _, c := range levelCounters {
+		var failed, healthy [5]int // [0] is the count 0, then one per edge
+		for _, i := range use {
+			d := &drives[i]
+			v, _, ok := earliest(d.Days, c.f, time.Time{})
+			if !ok || v < 0 {
+				continue
+			}
+			b := 0
+			for k, e := range levelEdges {
+				if v >= e {
+					b = k + 1
+				}
+			}
+			if d.Failed {
+				failed[b]++
+			} else {
+				healthy[b]++
+			}
+		}
+		for k, from := range levelEdges {
+			to := 0.0
+			if k+1 < len(levelEdges) {
+				to = levelEdges[k+1]
+			}
+			if failed[k+1]+healthy[k+1] == 0 {
+				continue // no drive at this level: nothing to say
+			}
+			a, b, cc, dd := float64(failed[k+1]), float64(healthy[k+1]), float64(failed[0]), float64(healthy[0])
+			if a == 0 || b == 0 || cc == 0 || dd == 0 {
+				a, b, cc, dd = a+0.5, b+0.5, cc+0.5, dd+0.5
+			}
+			or := (a / b) / (cc / dd)
+			se := math.Sqrt(1/a + 1/b + 1/cc + 1/dd)
+			out = append(out, LevelOdds{Counter: c.name, From: num(from), To: num(to),
+				Failed: failed[k+1], Healthy: healthy[k+1], BaseFailed: failed[0], BaseHealthy: healthy[0],
+				OddsRatio: num(round6(or)), Low: num(round6(or * math.Exp(-1.96*se))), High: num(round6(or * math.Exp(1.96*se)))})
+		}
+	}
+	return out
 }
 
 // TrainStats counts the training data.
@@ -460,6 +557,7 @@ func TrainModel(drives []Drive, opt TrainOptions) (*Model, error) {
 			FromDays: num(quantileSorted(days, 0.1)), MedianDays: num(quantileSorted(days, 0.5)),
 			ToDays: num(quantileSorted(days, 0.9)), Samples: len(days)})
 	}
+	m.Levels = levelOdds(drives, trainDrives)
 	return m, nil
 }
 

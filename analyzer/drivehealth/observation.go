@@ -4,9 +4,12 @@
 // trained offline on the Backblaze 2013 data, and turns both into
 // drive_failure_risk and drive_wearout findings.
 //
-// The package is pure: it parses from io.Readers, takes `now` as an
-// argument, reads no clock and starts no goroutines, so the same input always
-// gives the same output.
+// Its input is one mapping from the SMART series ballast's agents expose
+// (Readings), used alike for the store, the query API, smartctl files
+// decoded by the agent's collector, a Backblaze CSV (ParseBackblaze) and
+// the twin. The package is pure: it reads no files or clock, takes `now`
+// as an argument and starts no goroutines, so the same input always gives
+// the same output.
 package drivehealth
 
 import (

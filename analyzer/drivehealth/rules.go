@@ -57,6 +57,15 @@ type RuleOptions struct {
 	// PendingWarning and PendingCritical are rises of pending sectors in
 	// ShortWindow (defaults 1, 10).
 	PendingWarning, PendingCritical float64
+	// MediaErrorsLevelWarning, ReallocLevelWarning and PendingLevelWarning
+	// are the counts from which the level alone warns, even from one
+	// reading (defaults 1, 10, 1): any unrecovered read, ten or more
+	// remapped sectors (in the Backblaze 2013 data drives first seen with
+	// 1–9 failed no more often than drives with none, and drives with 10 or
+	// more about ten times as often: docs/drive-model.md), any pending
+	// sector. A level that has stood unchanged for LongWindow is
+	// information. 0 turns a level rule off.
+	MediaErrorsLevelWarning, ReallocLevelWarning, PendingLevelWarning float64
 	// SpareMarginWarn is how close (percentage points) available spare may
 	// come to its threshold while falling before it is a warning (default 10).
 	SpareMarginWarn float64
@@ -91,6 +100,7 @@ func DefaultRuleOptions() RuleOptions {
 		MediaErrorsCritical: 10,
 		ReallocInfo:         1, ReallocWarning: 10, ReallocCritical: 100,
 		PendingWarning: 1, PendingCritical: 10,
+		MediaErrorsLevelWarning: 1, ReallocLevelWarning: 10, PendingLevelWarning: 1,
 		SpareMarginWarn: 10,
 		WearInfoPercent: 90, WearHorizon: 90 * 24 * time.Hour,
 		MaxTemperatureC: 70, HotHoursWarn: 24,
@@ -301,41 +311,140 @@ func ruleWearout(h []Observation, now time.Time, o *RuleOptions) []Hit {
 	return []Hit{{Rule: "wearout", Kind: KindWearout, Severity: sev, Since: t, Summary: summary, Evidence: e}}
 }
 
-// counterRule grades the rise of one cumulative error counter over the short
-// window; a rise only inside the long window is information; older bursts
-// are forgotten. It needs two readings: a single snapshot says nothing
-// about growth.
-func counterRule(h []Observation, now time.Time, o *RuleOptions, f field, name, what, unit string, info, warn, crit float64) []Hit {
-	short := growthOver(h, f, now, o.ShortWindow)
-	if !short.OK {
+// counter is one cumulative error counter the rules judge by its growth
+// and by its level.
+type counter struct {
+	f                field
+	name, what, unit string
+	// info, warn and crit grade the rise over the short window.
+	info, warn, crit float64
+	// level is the count from which the level alone warns; 0 never.
+	level float64
+	// levelF reads the count the level is judged on when it differs from
+	// f (pending without its placeholder value); nil means f.
+	levelF field
+	// why says what the level means for the drive and how sure that is;
+	// means says it in a few words for the summary.
+	why, means string
+}
+
+// counterRule judges one counter. Growth: the rise over the short window is
+// graded; a rise only inside the long window is information; older bursts
+// are forgotten; growth needs two readings. Level: a count at or above
+// c.level warns even without growth — a lone reading, or a count that has
+// not changed for less than the long window — because a drive that has
+// already lost data or remapped many sectors fails far more often than one
+// that has not, whether or not the counter is moving. Once the count has
+// stood unchanged for the whole long window the level is information: the
+// condition is old and stable. A level never makes a hit critical; only
+// growth or the drive's own verdict does. One hit per counter: the level
+// hit only when it is more severe than the growth hit.
+func counterRule(h []Observation, now time.Time, o *RuleOptions, c counter) []Hit {
+	var out Hit
+	short := growthOver(h, c.f, now, o.ShortWindow)
+	if short.OK {
+		if g, ok := growthHit(h, now, o, c, short); ok {
+			out = g
+		}
+	}
+	if l, ok := levelHit(h, now, o, c); ok && severityRank(l.Severity) > severityRank(out.Severity) {
+		out = l
+	}
+	if out.Rule == "" {
 		return nil
 	}
-	long := growthOver(h, f, now, o.LongWindow)
+	return []Hit{out}
+}
+
+func growthHit(h []Observation, now time.Time, o *RuleOptions, c counter, short growth) (Hit, bool) {
+	long := growthOver(h, c.f, now, o.LongWindow)
 	var sev models.Severity
 	d := short.Delta
 	switch {
-	case d >= crit:
+	case d >= c.crit:
 		sev = models.SeverityCritical
-	case d >= warn:
+	case d >= c.warn:
 		sev = models.SeverityWarning
-	case d >= info && d > 0:
+	case d >= c.info && d > 0:
 		sev = models.SeverityInfo
-	case long.OK && long.Delta > 0 && long.Delta >= info:
+	case long.OK && long.Delta > 0 && long.Delta >= c.info:
 		sev = models.SeverityInfo
 	default:
-		return nil
+		return Hit{}, false
 	}
 	e := []models.Evidence{
-		ev(name, short.Now, unit, "current value"),
-		ev(name+"_delta_short", d, unit, fmt.Sprintf("rise over %.0f days", short.Span.Hours()/24)),
-		ev(name+"_delta_long", long.Delta, unit, fmt.Sprintf("rise over %.0f days", long.Span.Hours()/24)),
+		ev(c.name, short.Now, c.unit, "current value"),
+		ev(c.name+"_delta_short", d, c.unit, fmt.Sprintf("rise over %.0f days", short.Span.Hours()/24)),
+		ev(c.name+"_delta_long", long.Delta, c.unit, fmt.Sprintf("rise over %.0f days", long.Span.Hours()/24)),
 	}
-	since := firstRise(h, f, now.Add(-o.LongWindow))
-	summary := fmt.Sprintf("%s rose by %.0f in %.0f days (now %.0f)", what, d, short.Span.Hours()/24, short.Now)
+	since := firstRise(h, c.f, now.Add(-o.LongWindow))
+	summary := fmt.Sprintf("%s rose by %.0f in %.0f days (now %.0f)", c.what, d, short.Span.Hours()/24, short.Now)
 	if d == 0 {
-		summary = fmt.Sprintf("%s rose by %.0f in the last %.0f days, none in the last %.0f", what, long.Delta, long.Span.Hours()/24, o.ShortWindow.Hours()/24)
+		summary = fmt.Sprintf("%s rose by %.0f in the last %.0f days, none in the last %.0f", c.what, long.Delta, long.Span.Hours()/24, o.ShortWindow.Hours()/24)
 	}
-	return []Hit{failureHit(name+"_growth", sev, since, summary, e...)}
+	return failureHit(c.name+"_growth", sev, since, summary, e...), true
+}
+
+// levelHit judges the counter's current count alone (see counterRule).
+func levelHit(h []Observation, now time.Time, o *RuleOptions, c counter) (Hit, bool) {
+	if c.levelF != nil {
+		c.f = c.levelF
+	}
+	v, t, ok := latest(h, c.f, now)
+	if !ok || c.level <= 0 || v < c.level {
+		return Hit{}, false
+	}
+	// since: the first reading of the run at the current count; stable:
+	// how long the count is known not to have changed.
+	since := t
+	for i := len(h) - 1; i >= 0; i-- {
+		x := c.f(&h[i])
+		if h[i].Time.After(now) || !known(x) {
+			continue
+		}
+		if x != v {
+			break
+		}
+		since = h[i].Time
+	}
+	stable := t.Sub(since)
+	readings := 0
+	for i := range h {
+		if !h[i].Time.After(now) && known(c.f(&h[i])) {
+			readings++
+		}
+	}
+	sev := models.SeverityWarning
+	var growthNote string
+	switch {
+	case stable >= o.LongWindow:
+		sev = models.SeverityInfo
+		growthNote = fmt.Sprintf("unchanged for %.0f days: an old, stable condition", stable.Hours()/24)
+	case readings == 1:
+		growthNote = "a single reading: whether the count is still rising is unknown until the next readings"
+	default:
+		growthNote = fmt.Sprintf("unchanged over the last %.0f days of readings: too short to call it stable (%.0f days)", stable.Hours()/24, o.LongWindow.Hours()/24)
+	}
+	e := []models.Evidence{
+		ev(c.name, v, c.unit, "current value"),
+		ev("readings", float64(readings), "", growthNote),
+		ev(c.name+"_level_warning", c.level, c.unit, "count from which the level alone warns; "+c.why),
+	}
+	summary := fmt.Sprintf("%.0f %s on record: %s (%s)", v, c.what, c.means, growthNote)
+	hit := failureHit(c.name+"_level", sev, since, summary, e...)
+	return hit, true
+}
+
+func severityRank(s models.Severity) int {
+	switch s {
+	case models.SeverityCritical:
+		return 3
+	case models.SeverityWarning:
+		return 2
+	case models.SeverityInfo:
+		return 1
+	}
+	return 0
 }
 
 // firstRise returns the time of the first reading after from whose value is
@@ -355,12 +464,17 @@ func firstRise(h []Observation, f field, from time.Time) time.Time {
 	return h[len(h)-1].Time
 }
 
-// ruleMediaErrors: unrecovered media errors rising. NVMe error-log entries
-// rising alongside are added as evidence; on their own they are not a sign
-// of failure (most are rejected admin commands).
+// ruleMediaErrors: unrecovered media errors (NVMe media errors, ATA 187 +
+// 198, SCSI uncorrected errors), by growth and by level. NVMe error-log
+// entries rising alongside are added as evidence; on their own they are
+// not a sign of failure (most are rejected admin commands).
 func ruleMediaErrors(h []Observation, now time.Time, o *RuleOptions) []Hit {
-	hits := counterRule(h, now, o, fMediaErrors, "media_errors", "unrecovered media errors", "errors",
-		1, 1, o.MediaErrorsCritical)
+	hits := counterRule(h, now, o, counter{f: fMediaErrors, name: "media_errors", what: "unrecovered media errors", unit: "errors",
+		info: 1, warn: 1, crit: o.MediaErrorsCritical, level: o.MediaErrorsLevelWarning,
+		means: "data was already lost at least once; failure risk raised, by how much is uncertain",
+		why: "each is a read the drive could not return, so data was already lost once; how soon such a drive fails is uncertain: " +
+			"field studies find uncorrectable errors on many flash drives that keep working (Schroeder et al., FAST '16: 20–63 % of drives within four years), " +
+			"while on disks a first offline-uncorrectable sector made failure within 60 days 39 times more likely (Pinheiro et al., FAST '07)"})
 	if len(hits) == 1 {
 		if g := growthOver(h, fErrLog, now, o.ShortWindow); g.OK {
 			hits[0].Evidence = append(hits[0].Evidence, ev("error_log_entries_delta_short", g.Delta, "entries", ""))
@@ -369,16 +483,23 @@ func ruleMediaErrors(h []Observation, now time.Time, o *RuleOptions) []Hit {
 	return hits
 }
 
-// ruleReallocated: reallocated sectors (ATA 5) or SCSI grown defects rising.
+// ruleReallocated: reallocated sectors (ATA 5) or SCSI grown defects, by
+// growth and by level.
 func ruleReallocated(h []Observation, now time.Time, o *RuleOptions) []Hit {
-	return counterRule(h, now, o, fReallocated, "reallocated", "reallocated sectors", "sectors",
-		o.ReallocInfo, o.ReallocWarning, o.ReallocCritical)
+	return counterRule(h, now, o, counter{f: fReallocated, name: "reallocated", what: "reallocated sectors", unit: "sectors",
+		info: o.ReallocInfo, warn: o.ReallocWarning, crit: o.ReallocCritical, level: o.ReallocLevelWarning,
+		means: "the surface is wearing out; failure risk raised",
+		why:   "healthy disks remap a few sectors, so small counts are common; from this count on, drives in the Backblaze data failed far more often (odds below, when the model is loaded)"})
 }
 
-// rulePending: pending (unreadable, not yet remapped) sectors rising.
+// rulePending: pending (unreadable, not yet remapped) sectors, by growth
+// and by level. The 0xFFF0+ placeholder some Seagate drives report is not
+// a count and is left out of the level.
 func rulePending(h []Observation, now time.Time, o *RuleOptions) []Hit {
-	return counterRule(h, now, o, fPending, "pending", "pending sectors", "sectors",
-		o.PendingWarning, o.PendingWarning, o.PendingCritical)
+	return counterRule(h, now, o, counter{f: fPending, levelF: fPendingCount, name: "pending", what: "pending sectors", unit: "sectors",
+		info: o.PendingWarning, warn: o.PendingWarning, crit: o.PendingCritical, level: o.PendingLevelWarning,
+		means: "data unreadable now; failure risk raised",
+		why:   "sectors the drive could not read and has not yet remapped: data unreadable now"})
 }
 
 // ruleTemperature: time spent hot, from NVMe temperature-time counters or

@@ -96,26 +96,64 @@ func TestRuleWearout(t *testing.T) {
 }
 
 func TestRuleMediaErrors(t *testing.T) {
-	check(t, "single snapshot with errors", daily(1, ProtocolNVMe, func(_ int, o *Observation) { o.MediaErrors = 50 }), "")
 	check(t, "rising by 1", daily(10, ProtocolNVMe, func(i int, o *Observation) { o.MediaErrors = float64(i / 9) }), "media_errors_growth/warning")
 	check(t, "rising by 20", daily(10, ProtocolNVMe, func(i int, o *Observation) { o.MediaErrors = float64(2 * i) }), "media_errors_growth/critical")
-	// A burst 60 days ago, flat since: not failing forever.
+	// A burst 60 days ago, flat since: information, not failing forever.
 	old := daily(90, ProtocolNVMe, func(i int, o *Observation) {
 		o.MediaErrors = 0
 		if i >= 30 {
 			o.MediaErrors = 500
 		}
 	})
-	check(t, "old burst", old, "")
+	check(t, "old burst", old, "media_errors_level/info")
+	if fs := Analyze("d", old, lastTime(old), nil, DefaultRuleOptions()); len(fs) != 0 {
+		t.Errorf("old burst: got findings %+v; want none (information only)", fs)
+	}
+	// A burst 20 days ago, flat since: the level still warns (not yet
+	// stable for the long window).
 	recent := daily(40, ProtocolNVMe, func(i int, o *Observation) {
 		o.MediaErrors = 0
 		if i >= 20 {
 			o.MediaErrors = 500
 		}
 	})
-	check(t, "burst 20 days ago", recent, "media_errors_growth/info")
-	if fs := Analyze("d", recent, lastTime(recent), nil, DefaultRuleOptions()); len(fs) != 0 {
-		t.Errorf("burst 20 days ago: got findings %+v; want none (information only)", fs)
+	check(t, "burst 20 days ago", recent, "media_errors_level/warning")
+}
+
+// TestRuleLevelFromOneReading: a lone reading is judged by its level — the
+// issue's Samsung 970 EVO with 7 media errors and smart status PASSED warns,
+// with the count, the single reading and why in the evidence.
+func TestRuleLevelFromOneReading(t *testing.T) {
+	one := daily(1, ProtocolNVMe, func(_ int, o *Observation) {
+		o.MediaErrors, o.ErrLogEntries, o.SMARTPassed, o.CriticalWarning = 7, 22, 1, 0
+	})
+	check(t, "NVMe 7 media errors", one, "media_errors_level/warning")
+	fs := Analyze("ds1/nvme0", one, lastTime(one), nil, DefaultRuleOptions())
+	if len(fs) != 1 || fs[0].Kind != KindFailureRisk || fs[0].Severity != models.SeverityWarning {
+		t.Fatalf("got %+v; want one drive_failure_risk warning", fs)
+	}
+	ev := map[string]models.Evidence{}
+	for _, e := range fs[0].Evidence {
+		ev[e.Name] = e
+	}
+	if ev["media_errors"].Value != 7 || ev["readings"].Value != 1 || !strings.Contains(ev["readings"].Note, "unknown") ||
+		!strings.Contains(ev["media_errors_level_warning"].Note, "uncertain") {
+		t.Errorf("evidence %+v; want the count, one reading with growth unknown, and the uncertainty", fs[0].Evidence)
+	}
+	check(t, "NVMe noisy error log only", daily(1, ProtocolNVMe, func(_ int, o *Observation) {
+		o.MediaErrors, o.ErrLogEntries, o.SMARTPassed, o.CriticalWarning = 0, 40, 1, 0
+	}), "")
+	check(t, "ATA 304 reallocated", daily(1, ProtocolATA, func(_ int, o *Observation) { o.Reallocated, o.Pending = 304, 0 }), "reallocated_level/warning")
+	check(t, "ATA 4 reallocated", daily(1, ProtocolATA, func(_ int, o *Observation) { o.Reallocated, o.Pending = 4, 0 }), "")
+	check(t, "ATA 2 pending", daily(1, ProtocolATA, func(_ int, o *Observation) { o.Reallocated, o.Pending = 0, 2 }), "pending_level/warning")
+	check(t, "ATA pending placeholder", daily(1, ProtocolATA, func(_ int, o *Observation) { o.Reallocated, o.Pending = 0, 65535 }), "")
+	check(t, "ATA 1 uncorrectable", daily(1, ProtocolATA, func(_ int, o *Observation) { o.MediaErrors = 1 }), "media_errors_level/warning")
+	check(t, "SCSI 260 grown defects", daily(1, ProtocolSCSI, func(_ int, o *Observation) { o.Reallocated = 260 }), "reallocated_level/warning")
+	// Off when the option is 0.
+	opt := DefaultRuleOptions()
+	opt.MediaErrorsLevelWarning = 0
+	if hits := EvaluateRules(one, lastTime(one), opt); len(hits) != 0 {
+		t.Errorf("level rule off: got %+v; want no hits", hits)
 	}
 }
 
@@ -144,20 +182,21 @@ func TestRuleErrorLogAloneIsNotFailure(t *testing.T) {
 }
 
 func TestRuleReallocated(t *testing.T) {
-	check(t, "static 20000", daily(40, ProtocolATA, func(_ int, o *Observation) { o.Reallocated = 20000 }), "")
-	check(t, "+3 in a week", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = 100 + float64(i/3) }), "reallocated_growth/info")
+	check(t, "static 20000 for 40 days", daily(40, ProtocolATA, func(_ int, o *Observation) { o.Reallocated = 20000 }), "reallocated_level/info")
+	check(t, "static 20000 for 10 days", daily(10, ProtocolATA, func(_ int, o *Observation) { o.Reallocated = 20000 }), "reallocated_level/warning")
+	check(t, "+3 in a week", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = float64(i / 3) }), "reallocated_growth/info")
 	check(t, "+14 in a week", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = float64(2 * i) }), "reallocated_growth/warning")
 	check(t, "+350 in a week", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = float64(50 * i) }), "reallocated_growth/critical")
 	// SCSI grown defects use the same counter.
 	check(t, "SCSI grown defects", daily(10, ProtocolSCSI, func(i int, o *Observation) { o.Reallocated = float64(50 * i) }), "reallocated_growth/critical")
 	// A counter that goes down (drive swapped, counter reset) is no rise.
-	check(t, "reset", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = float64(1000 - 100*i) }), "")
+	check(t, "reset", daily(10, ProtocolATA, func(i int, o *Observation) { o.Reallocated = float64(9 - i) }), "")
 }
 
 func TestRulePending(t *testing.T) {
 	check(t, "pending +1", daily(10, ProtocolATA, func(i int, o *Observation) { o.Pending = float64(i / 9) }), "pending_growth/warning")
 	check(t, "pending +30", daily(10, ProtocolATA, func(i int, o *Observation) { o.Pending = float64(5 * i) }), "pending_growth/critical")
-	check(t, "pending steady 8", daily(40, ProtocolATA, func(_ int, o *Observation) { o.Pending = 8 }), "")
+	check(t, "pending steady 8", daily(40, ProtocolATA, func(_ int, o *Observation) { o.Pending = 8 }), "pending_level/info")
 }
 
 func TestRuleSMARTStatus(t *testing.T) {

@@ -2,8 +2,8 @@ package analysis
 
 import (
 	"context"
-	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
@@ -11,24 +11,24 @@ import (
 	"github.com/ballast-io/ballast/storage"
 )
 
-// smartQuery reads the NVMe health series the drive rules use, for every
-// drive of every data server, in one query: the latest value of the last
-// 30 s (a drive that dropped off the bus then has none, rather than five
-// minutes of stale ones from the default lookback).
-const smartQuery = `last_over_time({__name__=~"ballast_nvme_(critical_warning|available_spare_ratio|available_spare_threshold_ratio|percentage_used_ratio|media_errors_total|error_log_entries_total|warning_temperature_seconds_total|critical_temperature_seconds_total|unsafe_shutdowns_total)|ballast_drive_(smart_healthy|temperature_celsius|power_on_seconds_total)"}[30s]) keep_metric_names`
+// smartQuery reads every series the drive-health mapping uses
+// (drivehealth.SeriesNames: drive, NVMe health log, ATA attributes, SCSI
+// counters), for every drive of every data server, in one query: the
+// latest value of the last 30 s (a drive that dropped off the bus then has
+// none, rather than five minutes of stale ones from the default lookback).
+var smartQuery = `last_over_time({__name__=~"` + strings.Join(drivehealth.SeriesNames, "|") + `"}[30s]) keep_metric_names`
 
-// criticalBits maps the bit label of ballast_nvme_critical_warning to its
-// position in the NVMe critical-warning byte.
-var criticalBits = map[string]int{"spare": 0, "temperature": 1, "reliability": 2, "read_only": 3, "volatile_backup": 4, "pmr_read_only": 5}
+// maxDriveHistory bounds the observations kept per drive; thinDriveHistory
+// keeps it there while covering the rules' long window.
+const maxDriveHistory = 4096
 
-// maxDriveHistory bounds the observations kept per drive.
-const maxDriveHistory = 14 * 24 * 60
-
-// driveStage assesses every drive with analyzer/drivehealth each
-// DriveEvery, from its SMART series. Drives are named "<node>/<device>"
-// with the controller name the SMART series carry (ds03/nvme2). The
-// analyzer returns only active findings, so the stage ends those that stop
-// being returned.
+// driveStage assesses every drive — NVMe, ATA and SCSI — with
+// analyzer/drivehealth (rules and the learned model) each DriveEvery, from
+// its SMART series. Drives are named "<node>/<device>" with the device name
+// the SMART series carry (ds03/nvme2, ds05/sda). The analyzer returns only
+// active findings, so the stage ends those that stop being returned. The
+// history lives in memory: after a restart, growth and the stability of a
+// level are judged from the readings since.
 type driveStage struct {
 	a       *Analysis
 	model   *drivehealth.Model
@@ -48,57 +48,47 @@ func newDriveStage(a *Analysis) (*driveStage, error) {
 
 func (d *driveStage) Name() string { return "drivehealth" }
 
-// readSmart turns the result of smartQuery into one observation per drive.
+// readSmart turns the result of smartQuery into one observation per drive
+// ("<node>/<device>") at now, through the one series → observation mapping.
 func readSmart(series []storage.Series, now time.Time) map[string]drivehealth.Observation {
-	out := map[string]drivehealth.Observation{}
+	var r drivehealth.Readings
 	for i := range series {
 		s := &series[i]
-		node, dev := s.Label("node"), s.Label("device")
-		v, ok := lastValue(s)
-		if node == "" || dev == "" || !ok || math.IsNaN(v) {
-			continue
+		id := drivehealth.NodeDevice(s.Labels)
+		if v, ok := lastValue(s); ok && id != "" {
+			r.Add(id, now, s.Name, s.Labels, v)
 		}
-		id := node + "/" + dev
-		o, seen := out[id]
-		if !seen {
-			o = drivehealth.NewObservation(now, drivehealth.ProtocolNVMe)
+	}
+	out := make(map[string]drivehealth.Observation, r.Len())
+	for id, h := range r.Histories() {
+		out[id] = h[len(h)-1]
+	}
+	return out
+}
+
+// thinDriveHistory keeps a drive's history bounded and long enough for the
+// rules: every reading of the last day, one an hour before that, nothing
+// older than the long window plus the short one.
+func thinDriveHistory(h []drivehealth.Observation, now time.Time, opt drivehealth.RuleOptions) []drivehealth.Observation {
+	if len(h) <= maxDriveHistory {
+		return h
+	}
+	keepFrom := now.Add(-opt.LongWindow - opt.ShortWindow)
+	full := now.Add(-24 * time.Hour)
+	out := h[:0]
+	var lastHour time.Time
+	for _, o := range h {
+		switch {
+		case o.Time.Before(keepFrom):
+		case !o.Time.Before(full):
+			out = append(out, o)
+		case o.Time.Truncate(time.Hour) != lastHour:
+			lastHour = o.Time.Truncate(time.Hour)
+			out = append(out, o)
 		}
-		set := func(p *float64, x float64) {
-			if math.IsNaN(*p) {
-				*p = x
-			} else {
-				*p += x
-			}
-		}
-		switch s.Name {
-		case "ballast_nvme_critical_warning":
-			if b, ok := criticalBits[s.Label("bit")]; ok {
-				set(&o.CriticalWarning, v*float64(int(1)<<b))
-			}
-		case "ballast_nvme_available_spare_ratio":
-			o.AvailableSpare = 100 * v
-		case "ballast_nvme_available_spare_threshold_ratio":
-			o.SpareThreshold = 100 * v
-		case "ballast_nvme_percentage_used_ratio":
-			o.PercentageUsed = 100 * v
-		case "ballast_nvme_media_errors_total":
-			o.MediaErrors = v
-		case "ballast_nvme_error_log_entries_total":
-			o.ErrLogEntries = v
-		case "ballast_nvme_warning_temperature_seconds_total":
-			o.WarningTempMinutes = v / 60
-		case "ballast_nvme_critical_temperature_seconds_total":
-			o.CriticalTempMinutes = v / 60
-		case "ballast_nvme_unsafe_shutdowns_total":
-			o.UnsafeShutdowns = v
-		case "ballast_drive_smart_healthy":
-			o.SMARTPassed = v
-		case "ballast_drive_temperature_celsius":
-			o.TemperatureC = v
-		case "ballast_drive_power_on_seconds_total":
-			o.PowerOnHours = v / 3600
-		}
-		out[id] = o
+	}
+	if len(out) > maxDriveHistory {
+		out = out[len(out)-maxDriveHistory:]
 	}
 	return out
 }
@@ -113,11 +103,7 @@ func (d *driveStage) Run(ctx context.Context, now time.Time) ([]models.Finding, 
 		return nil, err
 	}
 	for id, o := range readSmart(series, now) {
-		h := append(d.history[id], o)
-		if len(h) > maxDriveHistory {
-			h = h[len(h)-maxDriveHistory:]
-		}
-		d.history[id] = h
+		d.history[id] = thinDriveHistory(append(d.history[id], o), now, d.rules)
 	}
 	ids := make([]string, 0, len(d.history))
 	for id := range d.history {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -89,10 +90,27 @@ func TestReadSmartBuildsObservations(t *testing.T) {
 		series("ballast_drive_power_on_seconds_total", 7200, "node", "ds03", "device", "nvme2"),
 		series("ballast_nvme_media_errors_total", 0, "node", "ds04", "device", "nvme2"),
 		series("ballast_nvme_media_errors_total", 9, "device", "nvme9"), // no node: skipped
+		// An ATA drive read by smart.go (no drive temperature series) and a
+		// SCSI drive read by smartctl: analysed too, not only NVMe.
+		series("ballast_drive_info", 1, "node", "ds05", "device", "sda", "protocol", "ATA"),
+		series("ballast_ata_attribute_raw", 304, "node", "ds05", "device", "sda", "attribute_id", "5", "attribute", "Reallocated_Sector_Ct"),
+		series("ballast_ata_attribute_value", 93, "node", "ds05", "device", "sda", "attribute_id", "5", "attribute", "Reallocated_Sector_Ct"),
+		series("ballast_ata_attribute_threshold", 36, "node", "ds05", "device", "sda", "attribute_id", "5", "attribute", "Reallocated_Sector_Ct"),
+		series("ballast_ata_attribute_raw", 2, "node", "ds05", "device", "sda", "attribute_id", "197", "attribute", "Current_Pending_Sector"),
+		series("ballast_ata_attribute_raw", 1, "node", "ds05", "device", "sda", "attribute_id", "198", "attribute", "Offline_Uncorrectable"),
+		series("ballast_ata_attribute_raw", 36, "node", "ds05", "device", "sda", "attribute_id", "194", "attribute", "Temperature_Celsius"),
+		series("ballast_scsi_grown_defects", 260, "node", "ds06", "device", "sdb"),
+		series("ballast_scsi_uncorrected_errors_total", 535, "node", "ds06", "device", "sdb", "direction", "write"),
 	}, t0)
 	o, ok := obs["ds03/nvme2"]
-	if !ok || len(obs) != 2 {
-		t.Fatalf("observations %v; want ds03/nvme2 and ds04/nvme2", obs)
+	if !ok || len(obs) != 4 {
+		t.Fatalf("observations %v; want ds03/nvme2, ds04/nvme2, ds05/sda and ds06/sdb", obs)
+	}
+	if a := obs["ds05/sda"]; a.Protocol != drivehealth.ProtocolATA || a.Reallocated != 304 || a.Pending != 2 || a.MediaErrors != 1 || a.TemperatureC != 36 {
+		t.Errorf("ds05/sda %+v; want ATA with 304 reallocated, 2 pending, 1 uncorrectable, 36 °C", a)
+	}
+	if sc := obs["ds06/sdb"]; sc.Protocol != drivehealth.ProtocolSCSI || sc.Reallocated != 260 || sc.MediaErrors != 535 {
+		t.Errorf("ds06/sdb %+v; want SCSI with 260 grown defects and 535 uncorrected errors", sc)
 	}
 	if o.CriticalWarning != 5 || math.Abs(o.AvailableSpare-8) > 1e-9 || o.MediaErrors != 42 || o.WarningTempMinutes != 10 || o.PowerOnHours != 2 {
 		t.Errorf("ds03/nvme2 %+v; want warning 5 (bits 0 and 2), spare 8 %%, 42 media errors, 10 min, 2 h", o)
@@ -140,5 +158,37 @@ func TestCloserEndsVanishedFindings(t *testing.T) {
 	}
 	if out := c.update(t1.Add(time.Minute), nil); len(out) != 1 || out[0].ID != "a" {
 		t.Errorf("third tick %+v; want only a ended (b ended once)", out)
+	}
+}
+
+// TestThinDriveHistory: a long history keeps every reading of the last day,
+// one an hour before that, and nothing older than the rules' windows.
+func TestThinDriveHistory(t *testing.T) {
+	opt := drivehealth.DefaultRuleOptions()
+	var h []drivehealth.Observation
+	for ts := t0; ts.Before(t0.Add(50 * 24 * time.Hour)); ts = ts.Add(10 * time.Minute) {
+		h = append(h, drivehealth.NewObservation(ts, drivehealth.ProtocolNVMe))
+	}
+	now := h[len(h)-1].Time
+	got := thinDriveHistory(h, now, opt)
+	if len(got) > maxDriveHistory || len(got) == 0 {
+		t.Fatalf("kept %d; want at most %d", len(got), maxDriveHistory)
+	}
+	if oldest := now.Sub(got[0].Time); oldest > opt.LongWindow+opt.ShortWindow {
+		t.Errorf("oldest kept %s ago; want at most %s", oldest, opt.LongWindow+opt.ShortWindow)
+	}
+	day, older := 0, 0
+	for _, o := range got {
+		if now.Sub(o.Time) < 24*time.Hour {
+			day++
+		} else {
+			older++
+		}
+	}
+	if day != 144 || older < 35*24 || older > 37*24 {
+		t.Errorf("kept %d readings of the last day and %d older; want all 144 and one an hour for 36 days", day, older)
+	}
+	if short := h[:10]; len(thinDriveHistory(short, now, opt)) != 10 {
+		t.Error("a short history was thinned")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 )
 
 // command is one `ballast` subcommand. Files of this package register their
@@ -25,6 +26,16 @@ type command struct {
 type cmdEnv struct {
 	stdout io.Writer
 	stderr io.Writer
+	// now is the wall clock; nil means time.Now (tests set it).
+	now func() time.Time
+}
+
+// clock returns the current time from env.now, else the wall clock.
+func (e *cmdEnv) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
 }
 
 var commands = map[string]*command{}

@@ -171,7 +171,7 @@ func TestTrainDriveModelReproducesShipped(t *testing.T) {
 func TestEvalDrives(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "drives.md")
 	if msg, err := runCmd(t, "eval drives", "--out", out, "--backblaze", testBackblaze,
-		"--smartctl", "../../analyzer/drivehealth/testdata/smartctl"); err != nil {
+		"--smartctl", "../../analyzer/drivehealth/testdata/smartctl", "--variants", "../../"+defaultVariants); err != nil {
 		t.Fatalf("eval drives: %v\n%s", err, msg)
 	}
 	b, err := os.ReadFile(out)
@@ -184,22 +184,33 @@ func TestEvalDrives(t *testing.T) {
 			t.Errorf("evaluation lacks %q", want)
 		}
 	}
-	var failedRow string
-	for _, l := range strings.Split(md, "\n") {
-		if strings.HasPrefix(l, "| nvme-null-SAMSUNG_MZWLL3T2HAJQ-00005-nvme0.json ") {
-			failedRow = l
+	row := func(prefix string) string {
+		for _, l := range strings.Split(md, "\n") {
+			if strings.HasPrefix(l, "| "+prefix) {
+				return l
+			}
 		}
+		return ""
 	}
-	if !strings.Contains(failedRow, "drive_failure_risk(critical)") {
-		t.Errorf("the FAILED NVMe capture is not flagged critical: %q", failedRow)
+	for prefix, want := range map[string]string{
+		"nvme-null-SAMSUNG_MZWLL3T2HAJQ-00005-nvme0.json |": "drive_failure_risk(critical)",
+		"ST3500418AS_12.json |":                             "drive_failure_risk(warning)",
+		"SEAGATE_ST373453LC_26.json |":                      "drive_failure_risk(warning)",
+		"nvme-null-Micron_7400_MTFDKCB1T6TFC-nvme2.json |":  "| – | – | – |",
+		// The derived reading of the issue: 7 media errors on the 970 EVO.
+		"nvme-null-Samsung_SSD_970_EVO_Plus_250GB-nvme0.json: nvme_smart_health_information_log.media_errors set to 7": "drive_failure_risk(warning)",
+	} {
+		if r := row(prefix); !strings.Contains(r, want) {
+			t.Errorf("row %q: got %q; want %q in it", prefix, r, want)
+		}
 	}
 }
 
 func TestDriveCommandsHelpAndUsage(t *testing.T) {
 	for name, flags := range map[string][]string{
 		"train drive-model": {"-backblaze", "-out", "-horizon-days", "-l2"},
-		"drives score":      {"-backblaze", "-out", "-model"},
-		"eval drives":       {"-out", "-backblaze", "-smartctl", "-model"},
+		"drives score":      {"-backblaze", "-smartctl", "-out", "-model"},
+		"eval drives":       {"-out", "-backblaze", "-smartctl", "-variants", "-model"},
 	} {
 		out, err := runCmd(t, name, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
@@ -217,6 +228,66 @@ func TestDriveCommandsHelpAndUsage(t *testing.T) {
 	_, err := runCmd(t, "drives score", "--backblaze", "/nonexistent/x.csv", "--out", filepath.Join(t.TempDir(), "o"))
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/x.csv") {
 		t.Errorf("missing CSV: got %v; want an error naming the path", err)
+	}
+}
+
+// TestDrivesScoreSmartctl judges a folder of smartctl files with the
+// command: the FAILED NVMe and the 304-sector ATA drive are flagged with
+// their evidence, the noisy-log NVMe is quiet, and a --scan listing is
+// skipped with its reason, not an error.
+func TestDrivesScoreSmartctl(t *testing.T) {
+	src := "../../analyzer/drivehealth/testdata/smartctl"
+	dir := t.TempDir()
+	for _, f := range []string{"nvme-null-SAMSUNG_MZWLL3T2HAJQ-00005-nvme0.json", "ST3500418AS_12.json", "nvme-null-Micron_7400_MTFDKCB1T6TFC-nvme2.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scan.json"), []byte(`{"smartctl":{"exit_status":0},"devices":[{"name":"/dev/sda","type":"sat"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "scores.jsonl")
+	msg, err := runCmd(t, "drives score", "--smartctl", dir, "--out", out)
+	if err != nil {
+		t.Fatalf("drives score --smartctl: %v\n%s", err, msg)
+	}
+	if !strings.Contains(msg, "skipped scan.json: not a drive report: smartctl --scan output") || !strings.Contains(msg, "judged 3 drives") {
+		t.Errorf("stderr %q; want the --scan file skipped with its reason and 3 drives judged", msg)
+	}
+	got := map[string]driveScore{}
+	for _, l := range readLines(t, out) {
+		var s driveScore
+		if err := json.Unmarshal([]byte(l), &s); err != nil {
+			t.Fatal(err)
+		}
+		got[s.Drive] = s
+	}
+	kinds := func(s driveScore) string {
+		var k []string
+		for _, f := range s.Findings {
+			k = append(k, f.Kind+"/"+string(f.Severity))
+		}
+		return strings.Join(k, ",")
+	}
+	for file, want := range map[string]string{
+		"nvme-null-SAMSUNG_MZWLL3T2HAJQ-00005-nvme0.json": "drive_failure_risk/critical",
+		"ST3500418AS_12.json":                             "drive_failure_risk/warning",
+		"nvme-null-Micron_7400_MTFDKCB1T6TFC-nvme2.json":  "",
+	} {
+		s, ok := got[file]
+		if !ok || kinds(s) != want || s.Readings != 1 {
+			t.Errorf("%s: got %+v; want findings %q from one reading", file, s, want)
+		}
+	}
+	if s := got["ST3500418AS_12.json"]; s.Protocol != "ata" || s.Model != "ST3500418AS" || s.Risk <= 0 || len(s.Explanation) == 0 {
+		t.Errorf("ATA drive: got %+v; want protocol ata, its model, a risk and an explanation", s)
+	}
+	if _, err := runCmd(t, "drives score", "--smartctl", dir, "--backblaze", testBackblaze, "--out", out); !errors.Is(err, errUsage) {
+		t.Errorf("both sources: got %v; want a usage error", err)
 	}
 }
 
@@ -238,7 +309,7 @@ func TestDriveEvalDocCurrent(t *testing.T) {
 	doc := "../../docs/eval/drives.md"
 	out := filepath.Join(t.TempDir(), "drives.md")
 	if _, err := runCmd(t, "eval drives", "--out", out, "--backblaze", testBackblaze,
-		"--smartctl", "../../analyzer/drivehealth/testdata/smartctl"); err != nil {
+		"--smartctl", "../../analyzer/drivehealth/testdata/smartctl", "--variants", "../../"+defaultVariants); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(out)

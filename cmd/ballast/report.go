@@ -83,7 +83,7 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	if f.lookback <= 0 || f.step <= 0 || f.timeout <= 0 {
 		return fmt.Errorf("%w: --lookback, --step and --timeout must be positive", errUsage)
 	}
-	at, err := parseAt(f.at, time.Now())
+	at, err := parseAt(f.at, env.clock())
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -129,17 +129,21 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	return nil
 }
 
-// parseAt reads an RFC 3339 time or Unix seconds; empty means now.
+// parseAt reads an RFC 3339 time or Unix seconds; empty means now. The
+// time is cut to whole milliseconds, the resolution of the query API: the
+// API rounds a finer time to the nearest millisecond, which can put the
+// points it returns for the report time after the report time, where the
+// report leaves them out.
 func parseAt(s string, now time.Time) (time.Time, error) {
 	if s == "" {
-		return now.UTC(), nil
+		return now.UTC().Truncate(time.Millisecond), nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t.UTC(), nil
+		return t.UTC().Truncate(time.Millisecond), nil
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
 		sec, frac := math.Modf(f)
-		return time.Unix(int64(sec), int64(frac*1e9)).UTC(), nil
+		return time.Unix(int64(sec), int64(frac*1e9)).UTC().Truncate(time.Millisecond), nil
 	}
 	return time.Time{}, fmt.Errorf("cannot parse --at %q: want RFC 3339 (2026-03-14T10:00:00Z) or Unix seconds", s)
 }
@@ -180,10 +184,6 @@ func (q *apiReader) rangeQuery(ctx context.Context, expr string, r promv1.Range)
 	return m, nil
 }
 
-func driveKey(m model.Metric) string {
-	return string(m["node"]) + "/" + string(m["device"])
-}
-
 // QueryRange implements report.Querier over the HTTP API.
 func (q *apiReader) QueryRange(ctx context.Context, expr string, start, end time.Time, step time.Duration) ([]report.QuerySeries, error) {
 	m, err := q.rangeQuery(ctx, expr, promv1.Range{Start: start, End: end, Step: step})
@@ -204,80 +204,44 @@ func (q *apiReader) QueryRange(ctx context.Context, expr string, start, end time
 	return out, nil
 }
 
-// smartFields maps the drive and NVMe health series to drive-health
-// observation fields, converting from base units (ratios, seconds) to the
-// log page's (percent, minutes, hours).
-var smartFields = []struct {
-	metric string
-	set    func(o *drivehealth.Observation, v float64)
-}{
-	{models.MetricNVMeAvailableSpare, func(o *drivehealth.Observation, v float64) { o.AvailableSpare = 100 * v }},
-	{models.MetricNVMeAvailableSpareThresh, func(o *drivehealth.Observation, v float64) { o.SpareThreshold = 100 * v }},
-	{models.MetricNVMePercentageUsed, func(o *drivehealth.Observation, v float64) { o.PercentageUsed = 100 * v }},
-	{models.MetricNVMeMediaErrors, func(o *drivehealth.Observation, v float64) { o.MediaErrors = v }},
-	{models.MetricNVMeErrorLogEntries, func(o *drivehealth.Observation, v float64) { o.ErrLogEntries = v }},
-	{models.MetricNVMeUnsafeShutdowns, func(o *drivehealth.Observation, v float64) { o.UnsafeShutdowns = v }},
-	{models.MetricNVMeWarningTempTime, func(o *drivehealth.Observation, v float64) { o.WarningTempMinutes = v / 60 }},
-	{models.MetricNVMeCriticalTempTime, func(o *drivehealth.Observation, v float64) { o.CriticalTempMinutes = v / 60 }},
-	{models.MetricDriveTemperature, func(o *drivehealth.Observation, v float64) { o.TemperatureC = v }},
-	{models.MetricDrivePowerOn, func(o *drivehealth.Observation, v float64) { o.PowerOnHours = v / 3600 }},
-	{models.MetricDriveSmartHealthy, func(o *drivehealth.Observation, v float64) { o.SMARTPassed = v }},
-}
-
-// driveRisks reads the drives' NVMe health series hourly over lookback,
-// runs the drive-health rules and model on each drive's history and
-// returns the drives with a drive_failure_risk or drive_wearout finding.
+// driveRisks reads every drive's SMART series (drivehealth.SeriesNames:
+// NVMe, ATA and SCSI) hourly over lookback plus their newest values at at,
+// maps them to observations as the mds does, runs the drive-health rules
+// and model on each drive's history and returns the drives with a
+// drive_failure_risk or drive_wearout finding.
+//
+// The newest values come from an instant query at exactly at: a range
+// query's last point may fall before at (engines align long ranges to
+// their step) or, rounded to the API's milliseconds, after it, and the
+// newest reading would be lost either way.
 func (q *apiReader) driveRisks(ctx context.Context, at time.Time, lookback time.Duration) ([]report.DriveRisk, string, error) {
 	r := promv1.Range{Start: at.Add(-lookback), End: at, Step: time.Hour}
-	hist := map[string]map[int64]*drivehealth.Observation{}
-	obs := func(key string, ts int64) *drivehealth.Observation {
-		m := hist[key]
-		if m == nil {
-			m = map[int64]*drivehealth.Observation{}
-			hist[key] = m
+	var rd drivehealth.Readings
+	add := func(name string, m model.Metric, t time.Time, v float64) {
+		labels := make([]models.Label, 0, len(m))
+		for k, v := range m {
+			labels = append(labels, models.Label{Name: string(k), Value: string(v)})
 		}
-		o := m[ts]
-		if o == nil {
-			ob := drivehealth.NewObservation(time.UnixMilli(ts).UTC(), drivehealth.ProtocolNVMe)
-			o = &ob
-			m[ts] = o
+		if id := drivehealth.NodeDevice(labels); id != "" && !t.After(at) {
+			rd.Add(id, t, name, labels, v)
 		}
-		return o
 	}
-	for _, sf := range smartFields {
-		m, err := q.rangeQuery(ctx, sf.metric, r)
+	for _, name := range drivehealth.SeriesNames {
+		m, err := q.rangeQuery(ctx, name, r)
 		if err != nil {
 			return nil, "", err
 		}
 		for _, s := range m {
 			for _, p := range s.Values {
-				sf.set(obs(driveKey(s.Metric), int64(p.Timestamp)), float64(p.Value))
+				add(name, s.Metric, p.Timestamp.Time().UTC(), float64(p.Value))
 			}
 		}
-	}
-	// The critical-warning byte is one series per bit.
-	cw, err := q.rangeQuery(ctx, models.MetricNVMeCriticalWarning, r)
-	if err != nil {
-		return nil, "", err
-	}
-	for _, s := range cw {
-		bit := -1
-		for i, name := range models.NVMeCriticalWarningBits {
-			if string(s.Metric["bit"]) == name {
-				bit = i
-			}
+		v, err := q.instantQuery(ctx, fmt.Sprintf("last_over_time(%s[%s])", name, model.Duration(time.Hour)), at)
+		if err != nil {
+			return nil, "", err
 		}
-		if bit < 0 {
-			continue
-		}
-		for _, p := range s.Values {
-			o := obs(driveKey(s.Metric), int64(p.Timestamp))
-			if math.IsNaN(o.CriticalWarning) {
-				o.CriticalWarning = 0
-			}
-			if p.Value > 0 {
-				o.CriticalWarning += float64(int(1) << bit)
-			}
+		for _, s := range v {
+			add(name, s.Metric, at, float64(s.Value))
 		}
 	}
 	m, err := drivehealth.DefaultModel()
@@ -285,6 +249,7 @@ func (q *apiReader) driveRisks(ctx context.Context, at time.Time, lookback time.
 		return nil, "", err
 	}
 	opt := drivehealth.DefaultRuleOptions()
+	hist := rd.Histories()
 	keys := make([]string, 0, len(hist))
 	for k := range hist {
 		keys = append(keys, k)
@@ -292,18 +257,26 @@ func (q *apiReader) driveRisks(ctx context.Context, at time.Time, lookback time.
 	sort.Strings(keys)
 	var out []report.DriveRisk
 	for _, k := range keys {
-		var h []drivehealth.Observation
-		for _, o := range hist[k] {
-			h = append(h, *o)
-		}
-		sort.Slice(h, func(i, j int) bool { return h[i].Time.Before(h[j].Time) })
-		a := drivehealth.Assess(h, at, m, opt)
+		a := drivehealth.Assess(hist[k], at, m, opt)
 		for _, fd := range drivehealth.Findings(models.Subject{Kind: models.SubjectDevice, ID: k}, a, m, at) {
 			out = append(out, report.DriveRisk{Device: k, Kind: fd.Kind, Severity: fd.Severity, Risk: a.Risk, Summary: fd.Summary})
 		}
 	}
-	note := fmt.Sprintf("Drives at risk: drive-health rules and model (analyzer/drivehealth) on %d drives' hourly NVMe health series over the last %s.", len(keys), lookback)
+	note := fmt.Sprintf("Drives at risk: drive-health rules and model (analyzer/drivehealth) on %d drives' hourly SMART series (NVMe, ATA, SCSI) over the last %s and their newest values.", len(keys), lookback)
 	return out, note, nil
+}
+
+// instantQuery evaluates expr at t and returns the vector.
+func (q *apiReader) instantQuery(ctx context.Context, expr string, t time.Time) (model.Vector, error) {
+	v, _, err := q.api.Query(ctx, expr, t)
+	if err != nil {
+		return nil, fmt.Errorf("cannot query %q from %s: %w", expr, q.url, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("cannot query %q from %s: got a %s, want a vector", expr, q.url, v.Type())
+	}
+	return vec, nil
 }
 
 // readRiskFindings reads JSON-lines findings and keeps the drive ones.

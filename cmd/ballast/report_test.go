@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -126,6 +128,48 @@ func TestReportCapacityFromMDS(t *testing.T) {
 	r2 := readReport(t, dir2)
 	if len(r2.AtRisk) != 1 || r2.AtRisk[0].Device != "scr00/nvme0n1" || r2.AtRisk[0].Kind != "drive_wearout" {
 		t.Errorf("at risk from findings %+v; want only scr00/nvme0n1 drive_wearout", r2.AtRisk)
+	}
+}
+
+// TestReportCapacityDefaultAtKeepsNewestReading: with the default --at
+// (now), the newest drive reading counts. scr01/nvme1 had its reliability
+// critical-warning bit set for two days; 20 minutes before "now" its
+// reading is clean again (the drive was replaced). The report must not
+// list it. Before the fix the newest reading was lost: the hourly range
+// query's last point is aligned down to the hour (or, rounded to the API's
+// milliseconds, lands just after --at and is dropped), so the drive showed
+// as failing.
+func TestReportCapacityDefaultAtKeepsNewestReading(t *testing.T) {
+	p := startMDS(t, t.TempDir())
+	end := time.Now().Add(-2 * time.Hour).Truncate(time.Hour).UTC()
+	for _, chunk := range capacityExposition(end) {
+		p.importText(t, chunk)
+	}
+	fixed := end.Add(20 * time.Minute)
+	var b strings.Builder
+	for _, bit := range models.NVMeCriticalWarningBits {
+		fmt.Fprintf(&b, "%s{node=\"scr01\",device=\"nvme1\",serial=\"S-scr01-nvme1\",model=\"sim\",bit=%q} 0 %d\n",
+			models.MetricNVMeCriticalWarning, bit, fixed.UnixMilli())
+	}
+	p.importText(t, b.String())
+	p.waitCount(t, models.MetricFilesystemAvail, end, 6)
+	p.waitCount(t, models.MetricNVMeCriticalWarning+`{node="scr01",device="nvme1",bit="reliability"} == 0`, fixed, 1)
+
+	// "Now" is 25 minutes after the last full hour, with a sub-millisecond
+	// part that the API rounds up.
+	now := fixed.Add(5*time.Minute + 600*time.Microsecond)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	env := &cmdEnv{stdout: &out, stderr: &errb, now: func() time.Time { return now }}
+	if err := commands["report capacity"].run(context.Background(), env, []string{"--url", "http://" + p.addr, "--out", dir}); err != nil {
+		t.Fatalf("report capacity: %v\n%s%s", err, out.String(), errb.String())
+	}
+	r := readReport(t, dir)
+	if !r.GeneratedAt.Equal(now.Truncate(time.Millisecond)) {
+		t.Errorf("report time %s; want %s (now, to the millisecond)", r.GeneratedAt, now.Truncate(time.Millisecond))
+	}
+	if len(r.AtRisk) != 0 {
+		t.Errorf("at risk %+v; want none: scr01/nvme1's newest reading is clean", r.AtRisk)
 	}
 }
 

@@ -2,8 +2,10 @@ package capacityeval
 
 import (
 	"fmt"
-	"github.com/ballast-io/ballast/cluster/report"
+	"sort"
 	"time"
+
+	"github.com/ballast-io/ballast/cluster/report"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/models"
@@ -26,7 +28,7 @@ func TwinInput(seed uint64, days int, at time.Duration) (report.Input, error) {
 		return report.Input{}, fmt.Errorf("cannot build the twin report: report time %s is outside the sampled run (%s to %s)", at, run.BurnIn, run.Scenario.Duration)
 	}
 	run.AllPools = true
-	run.Health = map[string][]drivehealth.Observation{}
+	run.Health = &drivehealth.Readings{}
 	const failing = "scr01/nvme2n1"
 	run.Scenario.Faults = append(run.Scenario.Faults, twin.Fault{
 		Kind: twin.FaultFailingDrive, Device: failing,
@@ -49,13 +51,19 @@ func TwinInput(seed uint64, days int, at time.Duration) (report.Input, error) {
 		return report.Input{}, err
 	}
 	opt := drivehealth.DefaultRuleOptions()
-	for _, d := range devs {
-		h := run.Health[d.Device]
-		a := drivehealth.Assess(h, now, m, opt)
-		for _, f := range drivehealth.Findings(models.Subject{Kind: models.SubjectDevice, ID: d.Device}, a, m, now) {
-			in.AtRisk = append(in.AtRisk, report.DriveRisk{Device: d.Device, Kind: f.Kind, Severity: f.Severity, Risk: a.Risk, Summary: f.Summary})
+	hist := run.Health.Histories()
+	ids := make([]string, 0, len(hist))
+	for id := range hist {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := drivehealth.Assess(hist[id], now, m, opt)
+		for _, f := range drivehealth.Findings(models.Subject{Kind: models.SubjectDevice, ID: id}, a, m, now) {
+			in.AtRisk = append(in.AtRisk, report.DriveRisk{Device: id, Kind: f.Kind, Severity: f.Severity, Risk: a.Risk, Summary: f.Summary})
 		}
 	}
+	in.AtRisk = report.MatchDevices(in.AtRisk, devs)
 	return in, nil
 }
 

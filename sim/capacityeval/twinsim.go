@@ -10,6 +10,7 @@ import (
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
@@ -25,8 +26,9 @@ type CapacityRun struct {
 	// AllPools samples every pool's drives, not only Pool's.
 	AllPools bool
 	// Health, when set, is filled with every sampled drive's SMART
-	// history, read hourly from the same raw NVMe source.
-	Health   map[string][]drivehealth.Observation
+	// series, read hourly from the data servers' exposition and keyed
+	// "<node>/<controller>" as the mds keys them.
+	Health   *drivehealth.Readings
 	Tenants  []string // what fills the pool, in words
 	Scenario *twin.Scenario
 }
@@ -147,32 +149,24 @@ func (run *CapacityRun) Simulate() ([]capacity.DeviceSeries, error) {
 	return out, nil
 }
 
-// sampleHealth appends one SMART observation per drive of the sampled
-// pools to run.Health.
+// sampleHealth records the SMART series each data server's agent would
+// expose now (the twin's exposition), for the drives of the sampled pools,
+// through the one series → observation mapping (drivehealth.Readings),
+// under "<node>/<device>" as the mds names them.
 func (run *CapacityRun) sampleHealth(tw *twin.Twin, pools map[string]string) {
 	for _, n := range tw.Nodes() {
 		if n.Role != twin.RoleDS || (!run.AllPools && pools[n.Name] != run.Pool) {
 			continue
 		}
-		sm, err := tw.Smart(n.Name)
+		samples, err := tw.NodeSamples(n.Name)
 		if err != nil {
-			continue
+			continue // a node that is down exposes nothing
 		}
-		for _, h := range sm {
-			if !h.Up {
-				continue
+		for _, s := range samples {
+			labels := s.Labels()
+			if dev := models.LabelValue(labels, "device"); dev != "" {
+				run.Health.Add(n.Name+"/"+dev, tw.Now(), s.Name, labels, s.Value)
 			}
-			o := drivehealth.NewObservation(tw.Now(), drivehealth.ProtocolNVMe)
-			o.SMARTPassed = 1
-			if h.CriticalWarning != 0 {
-				o.SMARTPassed = 0
-			}
-			o.CriticalWarning, o.AvailableSpare, o.SpareThreshold = float64(h.CriticalWarning), h.AvailableSpare, h.SpareThreshold
-			o.PercentageUsed, o.MediaErrors, o.ErrLogEntries = h.PercentageUsed, h.MediaErrors, h.ErrorLogEntries
-			o.TemperatureC, o.WarningTempMinutes, o.CriticalTempMinutes = h.TemperatureC, h.WarningTempMinutes, h.CriticalTempMinutes
-			o.UnsafeShutdowns, o.PowerOnHours = h.UnsafeShutdowns, h.PowerOnHours
-			id := n.Name + "/" + h.Namespace
-			run.Health[id] = append(run.Health[id], o)
 		}
 	}
 }
