@@ -164,7 +164,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 
 	m.server = NewServer(c.Listen, m.set, m.logger)
 	m.server.AddMetricsWriter(func(w io.Writer) { metrics.WritePrometheus(w, false) })
-	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set})
+	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
 	m.server.Handle(storage.PathImportPrometheus, ih)
 	m.server.Handle(storage.PathRemoteWrite, ih)
 	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))

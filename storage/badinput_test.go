@@ -60,6 +60,9 @@ func storedState(t *testing.T, at time.Time) string {
 	return strings.Join(parts, ";")
 }
 
+// TestBadInputIsRejectedAndLosesNothing sends requests with nothing valid
+// in them: each gets a clear error naming the line or series and the
+// reason, and nothing stored earlier changes.
 func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 	now := time.Now().Truncate(time.Second).Add(-2 * time.Minute)
 	ms := now.UnixMilli()
@@ -97,11 +100,10 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 		code     int
 		want     string // substring of the error message
 	}{
-		{"metric name starts with digit", PathImportPrometheus, "text/plain", "", []byte("good_ok 1\n1bad_name 1\n"), 400, "line 2"},
+		{"metric name starts with digit", PathImportPrometheus, "text/plain", "", []byte("1bad_name 1\n"), 400, "line 1"},
 		{"metric name with dash", PathImportPrometheus, "text/plain", "", []byte("bad-name 1\n"), 400, "invalid metric name \"bad-name\""},
 		{"value not a float", PathImportPrometheus, "text/plain", "", []byte("bad_value abc\n"), 400, "cannot parse value"},
 		{"value with two dots", PathImportPrometheus, "text/plain", "", []byte("bad_value 1.2.3\n"), 400, "line 1"},
-		{"NaN value", PathImportPrometheus, "text/plain", "", []byte("bad_nan NaN\n"), 400, "NaN"},
 		{"Inf timestamp", PathImportPrometheus, "text/plain", "", []byte("bad_ts 1 Inf\n"), 400, "timestamp"},
 		{"timestamp before retention", PathImportPrometheus, "text/plain", "", []byte("bad_ts 1 631152000000\n"), 400, "older than the retention"},
 		{"timestamp far in the future", PathImportPrometheus, "text/plain", "", []byte(fmt.Sprintf("bad_ts 1 %d\n", time.Now().Add(30*24*time.Hour).UnixMilli())), 400, "future"},
@@ -122,12 +124,11 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 		{"truncated snappy", PathRemoteWrite, "application/x-protobuf", "", validRW[:len(validRW)/2], 400, "snappy"},
 		{"snappy of garbage protobuf", PathRemoteWrite, "application/x-protobuf", "", snappy.Encode(nil, []byte{0xff, 0xff, 0xff, 0x01}), 400, "protobuf"},
 		{"remote write without __name__", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "a", Value: "b"}}, 1), 400, "no __name__"},
-		{"remote write NaN", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}}, math.NaN()), 400, "NaN"},
 		{"remote write duplicate label", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad_rw"}, {Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, 1), 400, "duplicate label"},
 		{"remote write bad metric name", PathRemoteWrite, "application/x-protobuf", "", rw([]prompb.Label{{Name: "__name__", Value: "bad rw"}}, 1), 400, "invalid metric name"},
 		{"gzip remote write", PathRemoteWrite, "application/x-protobuf", "gzip", validRW, 400, "snappy-compressed"},
 		{"snappy encoding on text", PathImportPrometheus, "text/plain", "snappy", []byte(good), 400, "only for remote write"},
-		{"good lines then a bad one", PathImportPrometheus, "text/plain", "", []byte(fmt.Sprintf("bad_partial 1 %d\nbad_partial{x=\"y\"} 2 %d\nbad_partial 1 2 3 4\n", ms, ms)), 400, "line 3"},
+		{"only bad lines", PathImportPrometheus, "text/plain", "", []byte("bad_two 1 2 3 4\n# fine\nbad-two 1\n"), 400, "rejected 2 of 2 samples (nothing stored): line 1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -151,6 +152,97 @@ func TestBadInputIsRejectedAndLosesNothing(t *testing.T) {
 	testStore.Flush()
 	if after := storedState(t, now.Add(time.Minute)); after != before {
 		t.Errorf("stored data changed: got %q; want %q", after, before)
+	}
+}
+
+// TestPartlyBadRequestStoresEveryValidSample: a request with valid and
+// invalid samples stores every valid one and answers 400 naming the
+// invalid ones and saying the rest is stored (docs/storage.md).
+func TestPartlyBadRequestStoresEveryValidSample(t *testing.T) {
+	now := time.Now().Truncate(time.Second).Add(-2 * time.Minute)
+	ms := now.UnixMilli()
+	text := fmt.Sprintf("partial_text{i=\"0\"} 1 %d\npartial_text{i=\"1\"} 1 %d\npartial_text 1 2 3 4\npartial_text{i=\"2\"} 1 %d\nbad-partial 1\n", ms, ms, ms)
+	code, body := post(t, PathImportPrometheus, "text/plain", "", []byte(text))
+	if code != http.StatusBadRequest || !strings.Contains(body, "rejected 2 of 5 samples (the other 3 are stored): line 3") || !strings.Contains(body, "line 5") {
+		t.Errorf("text: got %d %s; want 400 saying 3 are stored and naming lines 3 and 5", code, body)
+	}
+	old := now.Add(-400 * 24 * time.Hour).UnixMilli()
+	wr := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: []prompb.Label{{Name: "__name__", Value: "partial_rw"}, {Name: "i", Value: "0"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: ms}, {Value: 2, Timestamp: old}}},
+		{Labels: []prompb.Label{{Name: "i", Value: "nameless"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: ms}, {Value: 1, Timestamp: ms + 1}}},
+		{Labels: []prompb.Label{{Name: "__name__", Value: "partial_rw"}, {Name: "i", Value: "1"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: ms}}},
+	}}
+	code, body = post(t, PathRemoteWrite, "application/x-protobuf", "snappy", remoteWriteBody(t, wr))
+	if code != http.StatusBadRequest || !strings.Contains(body, "rejected 3 of 5 samples (the other 2 are stored)") ||
+		!strings.Contains(body, "timeseries 0") || !strings.Contains(body, "older than the retention") || !strings.Contains(body, "timeseries 1") {
+		t.Errorf("remote write: got %d %s; want 400 saying 2 are stored and naming series 0 and 1", code, body)
+	}
+	for _, c := range []struct {
+		expr string
+		want float64
+	}{{"count(partial_text)", 3}, {"count(partial_rw)", 2}} {
+		waitFor(t, c.expr, func() (bool, error) {
+			ss, err := testStore.Query(context.Background(), c.expr, now.Add(time.Second))
+			if err != nil || len(ss) != 1 {
+				return false, fmt.Errorf("got %v, %v", ss, err)
+			}
+			return ss[0].Values[0] == c.want, fmt.Errorf("got %v; want %v", ss[0].Values, c.want)
+		})
+	}
+	var exp bytes.Buffer
+	testMetrics.WritePrometheus(&exp)
+	for _, want := range []string{
+		`ballast_ingest_rejected_samples_total{format="prometheus_text",reason="parse"}`,
+		`ballast_ingest_rejected_samples_total{format="prometheus_text",reason="metric_name"}`,
+		`ballast_ingest_rejected_samples_total{format="remote_write",reason="timestamp"}`,
+		`ballast_ingest_rejected_samples_total{format="remote_write",reason="metric_name"}`,
+	} {
+		if !strings.Contains(exp.String(), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, exp.String())
+		}
+	}
+}
+
+// TestSpecialValuesAreStoredAsVictoriaMetricsDoes: ±Inf is stored, the
+// staleness marker ends a series, and NaN is accepted (204) but not stored,
+// as in VictoriaMetrics (counted in ballast_ingest_nan_samples_total).
+func TestSpecialValuesAreStoredAsVictoriaMetricsDoes(t *testing.T) {
+	now := time.Now().Truncate(time.Second).Add(-2 * time.Minute)
+	ms := now.UnixMilli()
+	text := fmt.Sprintf("special_text{v=\"nan\"} NaN %d\nspecial_text{v=\"inf\"} +Inf %d\nspecial_text{v=\"-inf\"} -Inf %d\n", ms, ms, ms)
+	if code, body := post(t, PathImportPrometheus, "text/plain", "", []byte(text)); code != http.StatusNoContent {
+		t.Fatalf("text with NaN and ±Inf: got %d %s; want 204", code, body)
+	}
+	series := func(v string, samples ...prompb.Sample) prompb.TimeSeries {
+		return prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "special_rw"}, {Name: "v", Value: v}}, Samples: samples}
+	}
+	wr := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		series("nan", prompb.Sample{Value: math.NaN(), Timestamp: ms}),
+		series("inf", prompb.Sample{Value: math.Inf(1), Timestamp: ms}),
+		series("stale", prompb.Sample{Value: 5, Timestamp: ms - 10000}, prompb.Sample{Value: math.Float64frombits(0x7ff0000000000002), Timestamp: ms}),
+	}}
+	if code, body := post(t, PathRemoteWrite, "application/x-protobuf", "snappy", remoteWriteBody(t, wr)); code != http.StatusNoContent {
+		t.Fatalf("remote write with NaN, +Inf and a staleness marker: got %d %s; want 204", code, body)
+	}
+	at := now.Add(time.Second)
+	waitFor(t, "special values", func() (bool, error) {
+		ss, err := testStore.Query(context.Background(), `{__name__=~"special_.*"}`, at)
+		if err != nil {
+			return false, err
+		}
+		got := map[string]float64{}
+		for _, s := range ss {
+			got[s.Name+"/"+s.Label("v")] = s.Values[0]
+		}
+		want := map[string]float64{"special_text/inf": math.Inf(1), "special_text/-inf": math.Inf(-1), "special_rw/inf": math.Inf(1)}
+		return fmt.Sprint(got) == fmt.Sprint(want), fmt.Errorf("got %v; want %v (no NaN series, the stale one ended)", got, want)
+	})
+	var exp bytes.Buffer
+	testMetrics.WritePrometheus(&exp)
+	for _, want := range []string{`ballast_ingest_nan_samples_total{format="prometheus_text"} `, `ballast_ingest_nan_samples_total{format="remote_write"} `} {
+		if !strings.Contains(exp.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/ballast-io/ballast/internal/ratelog"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage/ingest"
 )
@@ -37,6 +39,9 @@ type IngestOptions struct {
 	Metrics *metrics.Set
 	// Now returns the current time; default time.Now. Limits derive from it.
 	Now func() time.Time
+	// Logger receives rejected requests and samples, at most one line per
+	// format and reason per minute. Default: discard.
+	Logger *slog.Logger
 }
 
 // IngestHandler serves POST /api/v1/import/prometheus (text exposition) and
@@ -45,6 +50,7 @@ type IngestHandler struct {
 	w    BatchWriter
 	opts IngestOptions
 	set  *metrics.Set
+	logs *ratelog.Limiter
 }
 
 // NewIngestHandler returns the push endpoints writing to w.
@@ -55,11 +61,14 @@ func NewIngestHandler(w BatchWriter, opts IngestOptions) *IngestHandler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	set := opts.Metrics
 	if set == nil {
 		set = metrics.NewSet()
 	}
-	return &IngestHandler{w: w, opts: opts, set: set}
+	return &IngestHandler{w: w, opts: opts, set: set, logs: ratelog.New(time.Minute)}
 }
 
 // Paths served by IngestHandler.
@@ -83,7 +92,7 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.reject(w, format, "method", http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed; use POST", r.Method))
+		h.reject(w, r, format, "method", http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed; use POST", r.Method))
 		return
 	}
 	st := ingestStatePool.Get().(*ingestState)
@@ -92,25 +101,25 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	extra, err := parseExtraLabels(r)
 	if err != nil {
-		h.reject(w, format, ingest.ReasonLabels, http.StatusBadRequest, err)
+		h.reject(w, r, format, ingest.ReasonLabels, http.StatusBadRequest, err)
 		return
 	}
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err := checkContentType(format, ct); err != nil {
-		h.reject(w, format, "content_type", http.StatusUnsupportedMediaType, err)
+		h.reject(w, r, format, "content_type", http.StatusUnsupportedMediaType, err)
 		return
 	}
 	st.body, err = readBody(st.body[:0], r, h.opts.MaxBodyBytes, format)
 	if err != nil {
 		if errors.Is(err, ingest.ErrTooLarge) {
-			h.reject(w, format, "too_large", http.StatusRequestEntityTooLarge, err)
+			h.reject(w, r, format, "too_large", http.StatusRequestEntityTooLarge, err)
 		} else {
-			h.reject(w, format, "body", http.StatusBadRequest, err)
+			h.reject(w, r, format, "body", http.StatusBadRequest, err)
 		}
 		return
 	}
 	if len(st.body) == 0 {
-		h.reject(w, format, "empty", http.StatusBadRequest, fmt.Errorf("request body is empty"))
+		h.reject(w, r, format, "empty", http.StatusBadRequest, fmt.Errorf("request body is empty"))
 		return
 	}
 	lim := h.w.Limits(h.opts.Now())
@@ -125,25 +134,73 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// both live only until WriteBatch below returns.
 		err = ingest.ParseText(unsafe.String(unsafe.SliceData(st.body), len(st.body)), &lim, &st.batch)
 	}
-	if err != nil {
+	var rej *ingest.Rejected
+	if err != nil && !errors.As(err, &rej) {
+		// The body as a whole does not decode: nothing in it is usable.
 		code := http.StatusBadRequest
 		if errors.Is(err, ingest.ErrTooLarge) {
 			code = http.StatusRequestEntityTooLarge
 		}
-		h.reject(w, format, ingest.Reason(err), code, err)
+		h.reject(w, r, format, ingest.Reason(err), code, err)
 		return
 	}
-	if err := h.w.WriteBatch(&st.batch); err != nil {
-		h.reject(w, format, "storage", http.StatusServiceUnavailable, err)
+	stored := st.batch.Len()
+	if stored > 0 {
+		if err := h.w.WriteBatch(&st.batch); err != nil {
+			h.reject(w, r, format, "storage", http.StatusServiceUnavailable, err)
+			return
+		}
+	}
+	h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_rows_total{format=%q}`, format)).Add(stored)
+	if n := st.batch.NaNs(); n > 0 {
+		h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_nan_samples_total{format=%q}`, format)).Add(n)
+	}
+	if rej == nil {
+		h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_requests_total{format=%q}`, format)).Inc()
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_rows_total{format=%q}`, format)).Add(st.batch.Len())
+	// Some samples were invalid: every valid one is stored, and the answer
+	// is 400 (a sender must not retry the same invalid samples), saying
+	// what was stored and why the rest was not.
+	for reason, n := range rej.ByReason {
+		h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_rejected_samples_total{format=%q,reason=%q}`, format, reason)).Add(n)
+	}
+	accepted := stored + st.batch.NaNs()
+	err = fmt.Errorf("rejected %d of %d samples (%s): %w", rej.Count, rej.Count+accepted, storedNote(accepted), rej)
+	if accepted == 0 {
+		h.reject(w, r, format, ingest.Reason(rej), http.StatusBadRequest, err)
+		return
+	}
 	h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_requests_total{format=%q}`, format)).Inc()
-	w.WriteHeader(http.StatusNoContent)
+	h.logReject(r, format, ingest.Reason(rej), err)
+	writeAPIError(w, http.StatusBadRequest, err)
 }
 
-func (h *IngestHandler) reject(w http.ResponseWriter, format, reason string, code int, err error) {
+// storedNote says what became of the valid samples of a request that also
+// had invalid ones.
+func storedNote(accepted int) string {
+	switch accepted {
+	case 0:
+		return "nothing stored"
+	case 1:
+		return "the other one is stored"
+	}
+	return fmt.Sprintf("the other %d are stored", accepted)
+}
+
+// logReject logs a rejected request or samples, at most once a minute per
+// format and reason.
+func (h *IngestHandler) logReject(r *http.Request, format, reason string, err error) {
+	if ok, held := h.logs.Allow(format+"/"+reason, h.opts.Now()); ok {
+		h.opts.Logger.Warn("ingest rejected", "format", format, "reason", reason, "remote", r.RemoteAddr, "err", err, "rejections_not_logged", held)
+	}
+}
+
+// reject answers a request of which nothing was stored.
+func (h *IngestHandler) reject(w http.ResponseWriter, r *http.Request, format, reason string, code int, err error) {
 	h.set.GetOrCreateCounter(fmt.Sprintf(`ballast_ingest_rejected_requests_total{format=%q,reason=%q}`, format, reason)).Inc()
+	h.logReject(r, format, reason, err)
 	writeAPIError(w, code, err)
 }
 

@@ -9,14 +9,17 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 )
 
 // VictoriaMetrics allows one embedded store per process, so the package's
 // tests share one, opened here; tests that need restarts or crashes run a
 // subprocess (see crash_test.go in cmd/ballast).
 var (
-	testStore *Embedded
-	testURL   string
+	testStore   *Embedded
+	testURL     string
+	testMetrics = metrics.NewSet() // the ingest handler's counters
 )
 
 func TestMain(m *testing.M) {
@@ -31,7 +34,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	mux := http.NewServeMux()
-	ih := NewIngestHandler(testStore, IngestOptions{MaxBodyBytes: 1 << 20})
+	ih := NewIngestHandler(testStore, IngestOptions{MaxBodyBytes: 1 << 20, Metrics: testMetrics})
 	mux.Handle(PathImportPrometheus, ih)
 	mux.Handle(PathRemoteWrite, ih)
 	mux.Handle("/", testStore.QueryHandler())

@@ -1,12 +1,15 @@
 // Package ingest decodes the push formats ballast accepts — Prometheus text
 // exposition and Prometheus remote write — into validated batches of rows.
 //
-// Decoding is pure: bytes in, a Batch or an error naming the line or series
-// and the reason out. A batch is validated as a whole before anything is
-// written, so a rejected request changes nothing in storage, and every check
-// that VictoriaMetrics would otherwise apply by silently dropping or
-// truncating data (NaN values, timestamps outside retention, too many labels,
-// long label values) is an explicit error here instead.
+// Decoding is pure: bytes in, a Batch of every valid sample plus a
+// *Rejected error naming the line or series and the reason of each invalid
+// one. Nothing valid in a request is lost to an invalid neighbour, and every
+// check that VictoriaMetrics would otherwise apply by silently dropping or
+// truncating data (timestamps outside retention, too many labels, long
+// label values) is an explicit rejection here instead. Values are kept as
+// VictoriaMetrics keeps them: ±Inf and the Prometheus staleness marker are
+// stored; other NaNs are accepted but not stored (lib/storage's encoding
+// cannot hold them) and counted by Batch.NaNs.
 package ingest
 
 import (
@@ -43,6 +46,7 @@ type Limits struct {
 // request body, so a Batch must not outlive the body it was decoded from
 // unless Samples is used to copy it out.
 type Batch struct {
+	nans   int
 	rows   []row
 	labels []models.Label
 	pbuf   []prompb.Label
@@ -58,6 +62,7 @@ type row struct {
 
 // Reset empties b for reuse, keeping its memory.
 func (b *Batch) Reset() {
+	b.nans = 0
 	b.rows = b.rows[:0]
 	clear(b.labels)
 	b.labels = b.labels[:0]
@@ -65,6 +70,10 @@ func (b *Batch) Reset() {
 
 // Len returns the number of rows in b.
 func (b *Batch) Len() int { return len(b.rows) }
+
+// NaNs returns how many accepted samples were NaN (not the staleness
+// marker): valid, but not stored, as in VictoriaMetrics.
+func (b *Batch) NaNs() int { return b.nans }
 
 // Samples copies the rows of b out as samples that own their memory.
 func (b *Batch) Samples() []models.Sample {
@@ -109,22 +118,24 @@ func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte) ([]vmstorage.M
 	return dst, buf
 }
 
-// AddSamples validates samples and appends them to b. On error b is left as
-// it was before the call.
+// AddSamples validates samples and appends them to b. It is for ballast's
+// own sources, whose bad sample is a bug: on error b is left as it was
+// before the call.
 func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
-	rows0, labels0 := len(b.rows), len(b.labels)
+	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	for i := range samples {
 		s := &samples[i]
-		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Value, false, lim); err != nil {
-			b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
+		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Value, lim); err != nil {
+			b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
 			return fmt.Errorf("sample %d (%s): %w", i, s.Name, err)
 		}
 	}
 	return nil
 }
 
-// add validates one row and appends it.
-func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, staleOK bool, lim *Limits) error {
+// add validates one row and appends it; a NaN other than the staleness
+// marker is counted instead.
+func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, lim *Limits) error {
 	if !models.ValidMetricName(name) {
 		return &RejectError{Reason: ReasonName, Err: fmt.Errorf("invalid metric name %q: must match [a-zA-Z_:][a-zA-Z0-9_:]*", name)}
 	}
@@ -142,16 +153,17 @@ func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, staleOK
 		b.labels = b.labels[:start]
 		return &RejectError{Reason: ReasonLabels, Err: err}
 	}
-	if err := checkValue(v, staleOK); err != nil {
-		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonValue, Err: err}
-	}
 	if ts == 0 {
 		ts = lim.DefaultTimestamp
 	}
 	if err := checkTimestamp(ts, lim); err != nil {
 		b.labels = b.labels[:start]
 		return &RejectError{Reason: ReasonTimestamp, Err: err}
+	}
+	if math.IsNaN(v) && !decimal.IsStaleNaN(v) {
+		b.labels = b.labels[:start]
+		b.nans++
+		return nil
 	}
 	b.rows = append(b.rows, row{name: name, lstart: int32(start), lend: int32(len(b.labels)), ts: ts, v: v})
 	return nil
@@ -165,16 +177,6 @@ func setLabel(ls []models.Label, start int, l models.Label) []models.Label {
 		}
 	}
 	return append(ls, l)
-}
-
-func checkValue(v float64, staleOK bool) error {
-	if math.IsNaN(v) {
-		if staleOK && decimal.IsStaleNaN(v) {
-			return nil
-		}
-		return fmt.Errorf("value is NaN, which the store cannot keep; omit the sample instead")
-	}
-	return nil
 }
 
 func checkTimestamp(ts int64, lim *Limits) error {

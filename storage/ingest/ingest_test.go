@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -32,22 +33,38 @@ func TestParseTextLinesAndTimestamps(t *testing.T) {
 	}
 }
 
-func TestParseTextErrorNamesLineAndLeavesBatch(t *testing.T) {
+func TestParseTextKeepsValidLinesAndNamesBadOnes(t *testing.T) {
 	var b Batch
 	lim := Limits{}
 	if err := ParseText("ok 1\n", &lim, &b); err != nil {
 		t.Fatal(err)
 	}
-	err := ParseText("a 1\nb 2\n\n# c\nbad-name 3\n", &lim, &b)
-	if err == nil || !strings.HasPrefix(err.Error(), "line 5: ") || Reason(err) != ReasonName {
-		t.Fatalf("got %v; want a line 5 metric-name error", err)
+	err := ParseText("a 1\nb 2\n\n# c\nbad-name 3\nc{x=\"1} 2\nd NaN\n", &lim, &b)
+	var rej *Rejected
+	if !errors.As(err, &rej) {
+		t.Fatalf("got %v; want a *Rejected", err)
 	}
-	if b.Len() != 1 {
-		t.Errorf("batch has %d rows after a failed parse; want the 1 from before", b.Len())
+	if rej.Count != 2 || rej.ByReason[ReasonName] != 1 || rej.ByReason[ReasonParse] != 1 {
+		t.Errorf("got %d rejected %v; want 2: one metric name, one parse", rej.Count, rej.ByReason)
 	}
-	err = ParseText("a{x=\"1\"} 1\nb{x=\"1} 2\n", &lim, &b)
-	if err == nil || !strings.HasPrefix(err.Error(), "line 2: ") || Reason(err) != ReasonParse {
-		t.Errorf("got %v; want a line 2 parse error", err)
+	if len(rej.Errs) != 2 || !strings.HasPrefix(rej.Errs[0].Error(), "line 5: ") || !strings.HasPrefix(rej.Errs[1].Error(), "line 6: ") {
+		t.Errorf("got %v; want errors naming lines 5 and 6", rej.Errs)
+	}
+	// ok from before, a and b; d is NaN: accepted, counted, not a row.
+	if b.Len() != 3 || b.NaNs() != 1 {
+		t.Errorf("batch has %d rows and %d NaNs; want 3 and 1", b.Len(), b.NaNs())
+	}
+}
+
+func TestRejectedSpellsOutTheFirstFew(t *testing.T) {
+	var body strings.Builder
+	for i := 0; i < 8; i++ {
+		body.WriteString("bad-name 1\n")
+	}
+	var b Batch
+	err := ParseText(body.String(), &Limits{}, &b)
+	if got := err.Error(); strings.Count(got, "invalid metric name") != maxRejectedErrs || !strings.HasSuffix(got, "; and 3 more") {
+		t.Errorf("got %q; want %d errors and \"and 3 more\"", got, maxRejectedErrs)
 	}
 }
 
@@ -73,8 +90,8 @@ func TestMetricRowsRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzParseText: any input either fails with an error or yields rows that
-// all pass validation; nothing panics.
+// FuzzParseText: whatever the input, every row added passes validation,
+// nothing panics, and an error is a *Rejected.
 func FuzzParseText(f *testing.F) {
 	for _, s := range []string{"a 1\n", "a{b=\"c\"} 1 2\n", "a{b=\"\\\"\"} NaN\n", "# x\n", "a{", "a 1 2 3"} {
 		f.Add(s)
@@ -82,11 +99,10 @@ func FuzzParseText(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		var b Batch
 		lim := Limits{DefaultTimestamp: 1}
-		if err := ParseText(s, &lim, &b); err != nil {
-			if b.Len() != 0 {
-				t.Fatalf("error %v left %d rows", err, b.Len())
-			}
-			return
+		err := ParseText(s, &lim, &b)
+		var rej *Rejected
+		if err != nil && !errors.As(err, &rej) {
+			t.Fatalf("error %v is not a *Rejected", err)
 		}
 		for _, smp := range b.Samples() {
 			if err := smp.Validate(); err != nil {

@@ -31,9 +31,11 @@ func DecodeSnappy(dst, body []byte, max int) ([]byte, error) {
 }
 
 // ParseRemoteWrite decodes an uncompressed Prometheus remote write
-// WriteRequest protobuf into b. Every series must carry a valid __name__;
-// staleness markers are kept, other NaNs are refused. Any bad series fails
-// the whole batch with an error naming the series index and the reason.
+// WriteRequest protobuf into b. A body that does not decode returns an
+// error and adds nothing. Otherwise every valid sample is added to b, and
+// the invalid ones (a series without a valid __name__, bad labels, a
+// timestamp outside retention) are described by a *Rejected error whose
+// entries name the series index, its labels and the reason.
 func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 	wru := prompb.GetWriteRequestUnmarshaler()
 	defer prompb.PutWriteRequestUnmarshaler(wru)
@@ -41,15 +43,16 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("cannot unmarshal remote write protobuf: %w", err)
 	}
-	return b.AddTimeSeries(wr.Timeseries, lim, nil)
+	var rej Rejected
+	b.AddTimeSeries(wr.Timeseries, lim, rej.add)
+	return rej.orNil()
 }
 
-// AddTimeSeries validates remote-write series and appends them to b. With a
-// nil onReject the batch is all-or-nothing: the first bad sample fails the
-// call and b is left as it was. With onReject set (scrapes, where there is
-// no client to answer), bad samples are reported to it and skipped.
-func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(error)) error {
-	rows0, labels0 := len(b.rows), len(b.labels)
+// AddTimeSeries validates remote-write series and appends their valid
+// samples to b. Each invalid sample, or series when its name or labels are
+// bad, is reported to onReject with its series index, labels and the
+// number of samples lost.
+func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(err error, samples int)) {
 	var ls []models.Label
 	for i := range tss {
 		ts := &tss[i]
@@ -71,24 +74,21 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 		case nameCount > 1:
 			err = &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("duplicate label \"__name__\"")}
 		}
-		for j := 0; err == nil && j < len(ts.Samples); j++ {
-			s := ts.Samples[j]
-			if err = b.add(name, ls, s.Timestamp, s.Value, true, lim); err != nil {
-				err = fmt.Errorf("sample %d: %w", j, err)
-				if onReject != nil {
-					onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err))
-					err = nil
-				}
-			}
-		}
 		if err != nil {
-			if onReject != nil {
-				onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err))
+			onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err), len(ts.Samples))
+			continue
+		}
+		for j, s := range ts.Samples {
+			err := b.add(name, ls, s.Timestamp, s.Value, lim)
+			if err == nil {
 				continue
 			}
-			b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
-			return fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err)
+			if r := Reason(err); r == ReasonName || r == ReasonLabels {
+				// The series is bad, not the sample: say so once.
+				onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err), len(ts.Samples)-j)
+				break
+			}
+			onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, prompb.LabelsToString(ts.Labels), j, err), 1)
 		}
 	}
-	return nil
 }

@@ -16,11 +16,11 @@ var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
 // ParseText decodes Prometheus text exposition (an optional timestamp in
 // milliseconds per line, # comments and HELP/TYPE lines ignored) into b.
 // Lexing is VictoriaMetrics' own exposition parser; ballast adds the checks
-// that parser leaves to later stages. Any bad line fails the whole batch with
-// an error that names the 1-based line number and the reason; b is then left
-// as it was before the call.
+// that parser leaves to later stages. Every valid line is added to b; the
+// invalid ones are described by a *Rejected error whose entries name the
+// 1-based line number and the reason.
 func ParseText(body string, lim *Limits, b *Batch) error {
-	rows0, labels0 := len(b.rows), len(b.labels)
+	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	// Fast path: the whole body at once. Errors are rare, so on the first one
 	// the slow path re-parses line by line to say which line it was.
 	rs := rowsPool.Get().(*prometheus.Rows)
@@ -31,36 +31,41 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 		if err := b.addTextRows(rs.Rows, lim); err == nil {
 			return nil
 		}
-		b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
 	}
-	err := parseTextByLine(body, lim, b, rs)
-	b.rows, b.labels = b.rows[:rows0], b.labels[:labels0]
-	if err == nil {
+	b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
+	var rej Rejected
+	parseTextByLine(body, lim, b, rs, &rej)
+	if rej.Count == 0 {
 		// The fast path failed but no single line does: cannot happen unless
 		// the parser's whole-body and per-line results differ.
-		err = fmt.Errorf("cannot parse Prometheus text body")
+		rej.add(fmt.Errorf("cannot parse Prometheus text body"), 1)
 	}
-	return err
+	return &rej
 }
 
+// addTextRows adds rows to b, stopping at the first invalid one.
 func (b *Batch) addTextRows(rows []prometheus.Row, lim *Limits) error {
 	for i := range rows {
-		r := &rows[i]
-		start := len(b.labels)
-		for _, t := range r.Tags {
-			b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
-		}
-		ls := b.labels[start:]
-		b.labels = b.labels[:start]
-		if err := b.add(r.Metric, ls, r.Timestamp, r.Value, false, lim); err != nil {
+		if err := b.addTextRow(&rows[i], lim); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// parseTextByLine finds the first bad line and returns its error.
-func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows) error {
+func (b *Batch) addTextRow(r *prometheus.Row, lim *Limits) error {
+	start := len(b.labels)
+	for _, t := range r.Tags {
+		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
+	}
+	ls := b.labels[start:]
+	b.labels = b.labels[:start]
+	return b.add(r.Metric, ls, r.Timestamp, r.Value, lim)
+}
+
+// parseTextByLine adds every valid line of body to b and records each
+// invalid one in rej.
+func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows, rej *Rejected) {
 	line := 0
 	for len(body) > 0 {
 		line++
@@ -74,13 +79,15 @@ func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows) er
 		var perr string
 		rs.UnmarshalWithErrLogger(s, func(msg string) { perr = msg })
 		if perr != "" {
-			return fmt.Errorf("line %d: %s", line, trimVMPrefix(perr))
+			rej.add(fmt.Errorf("line %d: %s", line, trimVMPrefix(perr)), 1)
+			continue
 		}
-		if err := b.addTextRows(rs.Rows, lim); err != nil {
-			return fmt.Errorf("line %d: %s: %w", line, abbreviate(strings.TrimSpace(s)), err)
+		for i := range rs.Rows {
+			if err := b.addTextRow(&rs.Rows[i], lim); err != nil {
+				rej.add(fmt.Errorf("line %d: %s: %w", line, abbreviate(strings.TrimSpace(s)), err), 1)
+			}
 		}
 	}
-	return nil
 }
 
 // trimVMPrefix shortens VictoriaMetrics' "cannot unmarshal Prometheus line

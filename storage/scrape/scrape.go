@@ -241,21 +241,40 @@ func (s *Scraper) push(_ *auth.Token, wr *prompb.WriteRequest) {
 			ps.rest = append(ps.rest, ts)
 		}
 	}
-	onReject := func(err error) {
-		s.opts.Metrics.GetOrCreateCounter(fmt.Sprintf(`ballast_scrape_rejected_rows_total{reason=%q}`, ingest.Reason(err))).Inc()
-		s.opts.Logger.Debug("scraped sample rejected", "err", err)
+	var rejected int
+	var firstErr error
+	onReject := func(err error, n int) {
+		s.opts.Metrics.GetOrCreateCounter(fmt.Sprintf(`ballast_scrape_rejected_rows_total{reason=%q}`, ingest.Reason(err))).Add(n)
+		rejected += n
+		if firstErr == nil {
+			firstErr = err
+		}
 	}
 	lim := s.opts.Writer.Limits(time.Now())
-	_ = b.AddTimeSeries(ps.auto, &lim, onReject)
+	b.AddTimeSeries(ps.auto, &lim, onReject)
 	lim.DefaultLabels = s.nodeLabels(ps.rest)
-	_ = b.AddTimeSeries(ps.rest, &lim, onReject)
+	b.AddTimeSeries(ps.rest, &lim, onReject)
 	clear(ps.auto)
 	clear(ps.rest)
 	s.trackTargets(wr)
+	if rejected > 0 && len(wr.Timeseries) > 0 {
+		inst := label(wr.Timeseries[0].Labels, "instance")
+		if ok, held := s.logs.Allow("rejected/"+inst, time.Now()); ok {
+			s.opts.Logger.Warn("scraped samples rejected", "target", inst, "rejected", rejected, "err", firstErr, "scrapes_not_logged", held)
+		}
+	}
+	if n := b.NaNs(); n > 0 {
+		s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_nan_samples_total`).Add(n)
+	}
 	if err := s.opts.Writer.WriteBatch(b); err != nil {
 		s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_write_errors_total`).Inc()
-		s.opts.Logger.Warn("cannot store scraped samples", "err", err)
+		if ok, held := s.logs.Allow("write", time.Now()); ok {
+			s.opts.Logger.Warn("cannot store scraped samples", "err", err, "failures_not_logged", held)
+		}
 		return
+	}
+	if failing, _ := s.logs.Forget("write"); failing {
+		s.opts.Logger.Info("storing scraped samples again")
 	}
 	s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_rows_total`).Add(b.Len())
 }
