@@ -20,16 +20,21 @@ test: test-deps
 	$(GO) test -count=1 -timeout 20m ./...
 
 # Debian packages the tests use: Chromium renders the capacity report in
-# cluster/report's browser test. Installed when missing and we may (root).
+# cluster/report's browser test; Prometheus remote-writes to a real mds in
+# cmd/ballast's TestPrometheusRemoteWriteLosesNothing. Installed when missing
+# and we may (root); the tests skip with the reason otherwise.
 test-deps:
-	@if ! command -v chromium >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing Debian package chromium for the report browser test"; \
-			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium; the report browser test will be skipped"; \
-		else \
-			echo "note: chromium is not installed and this is not root; the report browser test will be skipped (apt-get install chromium)"; \
+	@for spec in chromium:chromium prometheus:prometheus; do \
+		cmd=$${spec%%:*}; pkg=$${spec##*:}; \
+		if ! command -v $$cmd >/dev/null 2>&1; then \
+			if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+				echo "installing Debian package $$pkg for the tests that use it"; \
+				(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg >/dev/null) || echo "warning: could not install $$pkg; the tests that need it will be skipped"; \
+			else \
+				echo "note: $$cmd is not installed and this is not root; the tests that need it will be skipped (apt-get install $$pkg)"; \
+			fi; \
 		fi; \
-	fi
+	done
 
 # Soak and fuzz runs that do not fit the CI budget.
 FUZZTIME ?= 2m

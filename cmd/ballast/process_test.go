@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,10 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
-	"github.com/prometheus/common/model"
 )
 
 // These tests run the real binary as a subprocess: crashes, restarts and
@@ -125,17 +120,7 @@ func (p *mdsProc) importText(t *testing.T, body string) {
 // countAt returns count(expr) evaluated at ts through the client_golang API.
 func (p *mdsProc) countAt(t *testing.T, expr string, ts time.Time) int {
 	t.Helper()
-	c, err := api.NewClient(api.Config{Address: "http://" + p.addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, _, err := promv1.NewAPI(c).Query(ctx, "count(count_over_time("+expr+"[1h]))", ts)
-	if err != nil {
-		t.Fatalf("query %s: %v", expr, err)
-	}
-	vec, _ := v.(model.Vector)
+	vec := instant(t, p.addr, "count(count_over_time("+expr+"[1h]))", ts)
 	if len(vec) == 0 {
 		return 0
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,37 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
 	"github.com/ballast-io/ballast/internal/testkit"
 )
 
 // rawSamples returns the raw samples of the series selector sel from from
-// to now, through the mds query API (a range-vector instant query).
+// to now, through the mds query API.
 func (p *mdsProc) rawSamples(t *testing.T, sel string, from time.Time) []model.SamplePair {
 	t.Helper()
-	c, err := api.NewClient(api.Config{Address: "http://" + p.addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	now := time.Now()
-	secs := int(now.Sub(from).Seconds()) + 2
-	v, _, err := promv1.NewAPI(c).Query(ctx, fmt.Sprintf("%s[%ds]", sel, secs), now)
-	if err != nil {
-		t.Fatalf("query %s: %v", sel, err)
-	}
 	var out []model.SamplePair
-	m, _ := v.(model.Matrix)
-	for _, s := range m {
-		for _, sp := range s.Values {
-			if !sp.Timestamp.Time().Before(from) {
-				out = append(out, sp)
-			}
-		}
+	for _, sps := range rawWindow(t, p.addr, sel, from.Add(-time.Millisecond), time.Now()) {
+		out = append(out, sps...)
 	}
 	return out
 }
@@ -74,6 +54,7 @@ func eq(want float64) func(float64) bool { return func(v float64) bool { return 
 // is back, up 1 and new samples land within two intervals; SIGTERM while a
 // target hangs returns within the documented shutdown timeout.
 func TestScrapeSurvivesAgentRestart(t *testing.T) {
+	t.Parallel() // mostly waiting; overlaps with the other process tests
 	const interval = time.Second
 	a := startAgent(t, "127.0.0.1:0")
 	hang := testkit.HangingListener(t)
@@ -138,6 +119,7 @@ func TestScrapeSurvivesAgentRestart(t *testing.T) {
 // never finishes its request, then sends a second SIGTERM: the process
 // exits at once with status 130.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	p := startMDS(t, t.TempDir())
 	pr, pw := io.Pipe()
 	defer pw.Close()
