@@ -93,8 +93,12 @@ func thinDriveHistory(h []drivehealth.Observation, now time.Time, opt drivehealt
 	return out
 }
 
+// Run assesses the drives every DriveEvery; until the first drive has been
+// seen it reads every tick, so that a freshly started mds judges its
+// agents' drives as soon as their first scrape lands, not a DriveEvery
+// later.
 func (d *driveStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
-	if now.Before(d.next) {
+	if now.Before(d.next) && len(d.history) > 0 {
 		return nil, nil
 	}
 	d.next = now.Add(d.a.opts.DriveEvery)

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -190,5 +191,61 @@ func TestThinDriveHistory(t *testing.T) {
 	}
 	if short := h[:10]; len(thinDriveHistory(short, now, opt)) != 10 {
 		t.Error("a short history was thinned")
+	}
+}
+
+// fakeQuerier answers every query with series and counts the queries.
+type fakeQuerier struct {
+	series  []storage.Series
+	queries int
+}
+
+func (f *fakeQuerier) Query(context.Context, string, time.Time) ([]storage.Series, error) {
+	f.queries++
+	return f.series, nil
+}
+
+// TestDriveStageJudgesEveryProtocol: the mds stage flags a FAILED NVMe and
+// an ATA drive with hundreds of reallocated sectors from their series,
+// reads every tick until the first drive shows, then every DriveEvery.
+func TestDriveStageJudgesEveryProtocol(t *testing.T) {
+	q := &fakeQuerier{}
+	a, err := New(q, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if fs, err := a.dh.Run(ctx, t0); err != nil || len(fs) != 0 {
+		t.Fatalf("no drives yet: got %v, %v", fs, err)
+	}
+	q.series = []storage.Series{
+		series("ballast_drive_info", 1, "node", "ds01", "device", "nvme0", "protocol", "NVMe"),
+		series("ballast_drive_smart_healthy", 0, "node", "ds01", "device", "nvme0"),
+		series("ballast_nvme_critical_warning", 1, "node", "ds01", "device", "nvme0", "bit", "volatile_backup"),
+		series("ballast_drive_info", 1, "node", "ds05", "device", "sda", "protocol", "ATA"),
+		series("ballast_drive_smart_healthy", 1, "node", "ds05", "device", "sda"),
+		series("ballast_ata_attribute_raw", 304, "node", "ds05", "device", "sda", "attribute_id", "5"),
+		series("ballast_ata_attribute_raw", 0, "node", "ds05", "device", "sda", "attribute_id", "197"),
+		series("ballast_drive_info", 1, "node", "ds05", "device", "nvme1", "protocol", "NVMe"),
+		series("ballast_drive_smart_healthy", 1, "node", "ds05", "device", "nvme1"),
+		series("ballast_nvme_error_log_entries_total", 40, "node", "ds05", "device", "nvme1"),
+		series("ballast_nvme_media_errors_total", 0, "node", "ds05", "device", "nvme1"),
+	}
+	fs, err := a.dh.Run(ctx, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]models.Severity{}
+	for _, f := range fs {
+		if f.Kind == drivehealth.KindFailureRisk {
+			got[f.Subject.ID] = f.Severity
+		}
+	}
+	want := map[string]models.Severity{"ds01/nvme0": models.SeverityCritical, "ds05/sda": models.SeverityWarning}
+	if len(got) != len(want) || got["ds01/nvme0"] != want["ds01/nvme0"] || got["ds05/sda"] != want["ds05/sda"] {
+		t.Errorf("failure findings %v; want %v (the noisy-log NVMe quiet)", got, want)
+	}
+	if _, err := a.dh.Run(ctx, t0.Add(2*time.Second)); err != nil || q.queries != 2 {
+		t.Errorf("queries %d (%v); want 2: once drives are known, the stage waits DriveEvery", q.queries, err)
 	}
 }
