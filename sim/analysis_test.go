@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -50,6 +51,20 @@ func TestHotShardDemo(t *testing.T) {
 				t.Errorf("hot shard device %s: no active hotspot finding; got %v", dev, hot)
 			}
 		}
+	}
+	// The idle GPU-seconds blamed per cause are also stored as a series,
+	// so dashboards see the same totals as the scoring records.
+	var blamed float64
+	for _, b := range an.Blame() {
+		blamed += b.Seconds
+	}
+	d.MDS().Store().Flush()
+	ss, err := d.MDS().Store().Query(context.Background(), `sum(ballast_gpu_lost_seconds_total)`, sum.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if blamed == 0 || len(ss) != 1 || math.Abs(ss[0].Values[len(ss[0].Values)-1]-blamed) > 1 {
+		t.Errorf("sum(ballast_gpu_lost_seconds_total) at the end: got %v; want %.1f GPU-seconds blamed", ss, blamed)
 	}
 	if len(an.Labels()) == 0 {
 		t.Error("no workload window was labelled")

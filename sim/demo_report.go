@@ -12,6 +12,22 @@ import (
 	"github.com/ballast-io/ballast/models"
 )
 
+// pools maps the scenario's node-name prefixes to pools, longest prefix
+// first (as report.ReadOptions.Pools wants them).
+func (d *Demo) pools() [][2]string {
+	var pools [][2]string
+	for _, g := range d.opts.Scenario.Topology.DataServers {
+		pools = append(pools, [2]string{g.NamePrefix, g.Pool})
+	}
+	sort.SliceStable(pools, func(i, j int) bool { return len(pools[i][0]) > len(pools[j][0]) })
+	return pools
+}
+
+// poolOf returns the pool of the data server named node.
+func (d *Demo) poolOf(node string) string {
+	return report.PoolOf(map[string]string{"node": node}, "pool", d.pools())
+}
+
 // reportPoints bounds the readings per drive the demo's report reads.
 const reportPoints = 2000
 
@@ -31,11 +47,7 @@ func (d *Demo) WriteCapacityReport(ctx context.Context) (string, error) {
 	if span := at.Sub(start); span/step > reportPoints {
 		step = (span / reportPoints).Round(d.opts.ScrapeInterval)
 	}
-	var pools [][2]string
-	for _, g := range d.opts.Scenario.Topology.DataServers {
-		pools = append(pools, [2]string{g.NamePrefix, g.Pool})
-	}
-	sort.SliceStable(pools, func(i, j int) bool { return len(pools[i][0]) > len(pools[j][0]) })
+	pools := d.pools()
 	ro := report.ReadOptions{Start: start, End: at, Step: step, Match: `role="ds"`, Pools: pools}
 	devs, err := report.ReadDevices(ctx, report.FromStore(st), ro)
 	if err != nil {

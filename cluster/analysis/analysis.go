@@ -131,6 +131,11 @@ func (a *Analysis) Labels() []WindowLabel { return a.wl.labelsCopy() }
 // minute so far.
 func (a *Analysis) Blame() []BlameRecord { return a.st.blame() }
 
+// Series returns the series the stages derive beyond findings, at now:
+// MetricGPULostSeconds per cause. The mds writes them after every tick
+// (pipeline.SeriesRecorder).
+func (a *Analysis) Series(now time.Time) []models.Sample { return a.st.series(now) }
+
 // Forecasts returns every change of a checkpoint forecast so far.
 func (a *Analysis) Forecasts() []ForecastRecord { return a.ckpt.recordsCopy() }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -207,6 +208,32 @@ func (s *starvationStage) recordBlame(now time.Time) {
 		}
 		s.prev[k] = v
 	}
+}
+
+// MetricGPULostSeconds is the series of idle GPU-seconds the starvation
+// analyzer charged to each cause since the mds started: cause is the
+// blamed subject ("device:…", "ds:…", "port:…", "stripe:…"),
+// "checkpoint:<group>" for a checkpoint pause or "not-storage" for idle
+// time on healthy storage paths; cause_kind is the part before the colon.
+// sum by (cause_kind) (increase(…[1h])) / 3600 is GPU-hours lost per hour.
+const MetricGPULostSeconds = "ballast_gpu_lost_seconds_total"
+
+// series returns MetricGPULostSeconds at now, one sample per cause.
+func (s *starvationStage) series(now time.Time) []models.Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]models.Sample, 0, len(s.prev))
+	for cause, v := range s.prev {
+		kind, _, _ := strings.Cut(cause, ":")
+		out = append(out, models.Sample{
+			Name:      MetricGPULostSeconds,
+			Labels:    []models.Label{{Name: "cause", Value: cause}, {Name: "cause_kind", Value: kind}},
+			Timestamp: now.UnixMilli(),
+			Value:     v,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Labels[0].Value < out[j].Labels[0].Value })
+	return out
 }
 
 func (s *starvationStage) blame() []BlameRecord {

@@ -55,3 +55,27 @@ func (r *FindingsRecorder) Reconcile(ctx context.Context, now time.Time, fs []mo
 	}
 	return r.Appender.Append(ctx, samples)
 }
+
+// SeriesRecorder is an actuator that writes series derived by the stages
+// (what they computed this tick beyond findings, such as GPU-seconds lost
+// by cause), so that dashboards and alert rules can read them like any
+// metric.
+type SeriesRecorder struct {
+	// Label names the actuator in the pipeline status.
+	Label string
+	// Series returns the samples to write at now.
+	Series   func(now time.Time) []models.Sample
+	Appender Appender
+}
+
+// Name implements Actuator.
+func (r *SeriesRecorder) Name() string { return r.Label }
+
+// Reconcile implements Actuator.
+func (r *SeriesRecorder) Reconcile(ctx context.Context, now time.Time, _ []models.Finding) error {
+	s := r.Series(now)
+	if len(s) == 0 {
+		return nil
+	}
+	return r.Appender.Append(ctx, s)
+}
