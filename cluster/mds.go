@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballast-io/ballast/cluster/analysis"
+	"github.com/ballast-io/ballast/cluster/console"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/collector/layoutstats"
 	"github.com/ballast-io/ballast/models"
@@ -40,6 +42,12 @@ type Runtime struct {
 	// Stages are analysis stages run after the built-in ones (tests,
 	// extensions); the built-in stages always run.
 	Stages []pipeline.Stage
+	// Banner is shown on every console page, e.g. that the cluster is
+	// simulated. Empty: none.
+	Banner string
+	// Now is the clock the console reads "now" from. Default: the wall
+	// clock, or with ManualTicks the time of the last tick.
+	Now func() time.Time
 }
 
 // MDS is the mds role, the one assembly that `ballast mds`, the demo and
@@ -61,9 +69,12 @@ type MDS struct {
 	lstats   *layoutstats.Service
 	analysis *analysis.Analysis
 	server   *Server
+	console  *console.Console
 	scraper  *scrape.Scraper
 	pipeline *pipeline.Pipeline
 	shutdown func(context.Context) error
+
+	lastTick atomic.Int64 // unix ns of the last manual tick
 }
 
 // NewMDS returns an mds for cfg (validated by the caller) running as rt
@@ -110,7 +121,31 @@ func (m *MDS) Addr() string {
 // Tick runs one pipeline round at now, for callers with a simulated clock
 // (Runtime.ManualTicks).
 func (m *MDS) Tick(ctx context.Context, now time.Time) pipeline.TickResult {
+	m.lastTick.Store(now.UnixNano())
 	return m.pipeline.Tick(ctx, now)
+}
+
+// Now is the mds's clock as the console shows it: Runtime.Now, else the
+// last manual tick (simulated time), else the wall clock.
+func (m *MDS) Now() time.Time {
+	if m.rt.Now != nil {
+		return m.rt.Now()
+	}
+	if m.rt.ManualTicks {
+		if ns := m.lastTick.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+	}
+	return time.Now()
+}
+
+// CapacityReportDir is where the scheduled capacity report is written and
+// served from (PathCapacityReport).
+func (m *MDS) CapacityReportDir() string {
+	if d := m.cfg.Report.CapacityDir; d != "" {
+		return d
+	}
+	return filepath.Join(m.store.DataDir(), "reports", "capacity")
 }
 
 // layoutStatsEvery is how often derived LAYOUTSTATS series are flushed and
@@ -170,6 +205,16 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))
 	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}))
 	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus))
+	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()))
+	if m.console, err = console.New(console.Options{
+		Findings: m.journal, Actions: m.journal, Query: m.store,
+		ReportDir: m.CapacityReportDir(), ReportURL: PathCapacityReport,
+		Now: m.Now, Banner: m.rt.Banner, Version: m.version, Logger: m.logger,
+	}); err != nil {
+		return err
+	}
+	m.server.Handle(console.Path, m.console)
+	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound))
 	m.server.Handle("/", m.store.QueryHandler())
 	if err := m.server.Start(); err != nil {
 		return err
@@ -212,17 +257,18 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 		Source:   pipeline.SourceFunc("layoutstats", func(ctx context.Context, now time.Time) ([]models.Sample, error) { return nil, m.lstats.Tick(ctx, now) }),
 		Interval: layoutStatsEvery,
 	}}
+	sources = append(sources, pipeline.SourceSpec{
+		Source:   &selfSource{set: m.set, limits: m.store.Limits, instance: m.server.Addr()},
+		Interval: time.Duration(c.Scrape.Interval),
+	})
 	sources = append(sources, m.rt.Sources...)
 	stages, acts := m.analysis.Pipeline()
 	if every := time.Duration(c.Report.CapacityEvery); every > 0 {
-		dir := c.Report.CapacityDir
-		if dir == "" {
-			dir = filepath.Join(m.store.DataDir(), "reports", "capacity")
-		}
-		stages = append(stages, &CapacityReportStage{Store: m.store, Journal: m.journal, Dir: dir, Every: every})
+		stages = append(stages, &CapacityReportStage{Store: m.store, Journal: m.journal, Dir: m.CapacityReportDir(), Every: every})
 	}
 	stages = append(stages, m.rt.Stages...)
-	acts = append([]pipeline.Actuator{&pipeline.FindingsRecorder{Journal: m.journal, Appender: m.store}}, acts...)
+	acts = append([]pipeline.Actuator{&pipeline.FindingsRecorder{Journal: m.journal, Appender: m.store},
+		&pipeline.SeriesRecorder{Label: "analysis-series", Series: m.analysis.Series, Appender: m.store}}, acts...)
 	opts := pipeline.PipelineOptions{
 		Sources:   sources,
 		Appender:  m.store,

@@ -107,9 +107,6 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	if opts.Start.IsZero() {
 		opts.Start = time.Now().Add(-opts.Duration).Truncate(time.Minute)
 	}
-	if opts.Listen == "" {
-		opts.Listen = "127.0.0.1:9750"
-	}
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = 500 * time.Millisecond
 	}
@@ -120,25 +117,84 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	if err != nil {
 		return nil, err
 	}
-	dataDir := filepath.Join(opts.OutDir, "data")
-	if err := os.RemoveAll(dataDir); err != nil {
-		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", dataDir, err)
+	cfg := demoConfig(opts)
+	if err := os.RemoveAll(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", cfg.DataDir, err)
 	}
-	cfg := cluster.DefaultMDSConfig()
-	cfg.Listen = opts.Listen
-	cfg.DataDir = dataDir
-	cfg.LogLevel = "warn"
-	// A year keeps any simulated start in range; queries on simulated
-	// history need no result cache.
-	cfg.Storage.Retention = cluster.Duration(365 * 24 * time.Hour)
-	cfg.Storage.QueryCache = false
 	d := &Demo{opts: opts, tw: tw}
 	d.mds = cluster.NewMDS(cfg, cluster.Runtime{
 		Sources:     d.sources(),
 		ManualTicks: true,
 		Jitter:      -1, // the demo ticks exactly on the scrape interval
+		Banner:      banner(opts.Scenario.Name, opts.Seed),
 	}, opts.Version, opts.Logger)
 	return d, nil
+}
+
+// demoConfig is the mds configuration of a demo writing to opts.OutDir.
+func demoConfig(opts DemoOptions) cluster.MDSConfig {
+	cfg := cluster.DefaultMDSConfig()
+	cfg.Listen = opts.Listen
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:9750"
+	}
+	cfg.DataDir = filepath.Join(opts.OutDir, "data")
+	cfg.LogLevel = "warn"
+	// A year keeps any simulated start in range; queries on simulated
+	// history need no result cache.
+	cfg.Storage.Retention = cluster.Duration(365 * 24 * time.Hour)
+	cfg.Storage.QueryCache = false
+	// The demo's capacity report (WriteCapacityReport) is the one the
+	// mds serves and the console links to.
+	cfg.Report.CapacityDir = filepath.Join(opts.OutDir, "report")
+	return cfg
+}
+
+// banner labels every console page of a demo as simulated.
+func banner(scenario string, seed uint64) string {
+	return fmt.Sprintf("Simulated cluster: everything here comes from the cluster twin (scenario %s, seed %d), not from real hardware.", scenario, seed)
+}
+
+// ErrNoFinishedDemo is returned by OpenFinished when OutDir holds no
+// finished demo run.
+var ErrNoFinishedDemo = errors.New("no finished demo run")
+
+// OpenFinished starts an mds on the store of a demo run that finished
+// earlier in opts.OutDir (its summary.json and data/), without running the
+// simulation: the query API, the console, the findings and the capacity
+// report serve that run as it ended. Nothing is ticked, so nothing in the
+// store changes; the console's clock stands at the run's end. Only
+// OutDir, Listen, Logger and Version of opts are used.
+func OpenFinished(ctx context.Context, opts DemoOptions) (*cluster.MDS, *DemoSummary, error) {
+	sumPath := filepath.Join(opts.OutDir, "summary.json")
+	b, err := os.ReadFile(sumPath)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil, fmt.Errorf("%w in %q (no summary.json)", ErrNoFinishedDemo, opts.OutDir)
+		}
+		return nil, nil, fmt.Errorf("cannot read %q: %w", sumPath, err)
+	}
+	var sum DemoSummary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return nil, nil, fmt.Errorf("cannot read %q: %w", sumPath, err)
+	}
+	cfg := demoConfig(opts)
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "journal.db")); err != nil {
+		return nil, nil, fmt.Errorf("%w in %q (no store in data/): %v", ErrNoFinishedDemo, opts.OutDir, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	end := sum.End
+	m := cluster.NewMDS(cfg, cluster.Runtime{
+		ManualTicks: true,
+		Banner:      banner(sum.Scenario, sum.Seed) + " Served from a finished run; the simulation is not running.",
+		Now:         func() time.Time { return end },
+	}, opts.Version, opts.Logger)
+	if err := m.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	return m, &sum, nil
 }
 
 // Twin returns the simulated cluster (for the caller's summary only).
@@ -206,6 +262,7 @@ func (d *Demo) Stop(ctx context.Context) error { return d.mds.Stop(ctx) }
 type twinScrape struct {
 	d    *Demo
 	node twin.Node
+	pool string // the DS's pool from the scenario's topology; "" for clients
 	buf  bytes.Buffer
 	b    ingest.Batch
 }
@@ -243,6 +300,12 @@ func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample,
 		{Name: "node", Value: s.node.Name},
 		{Name: "role", Value: s.node.Role},
 	}
+	if s.pool != "" {
+		// A data server's pool, as an operator's file_sd labels give it
+		// (docs/grafana.md): the capacity report and the dashboards'
+		// pool variable read it.
+		lim.ExtraLabels = append(lim.ExtraLabels, models.Label{Name: "pool", Value: s.pool})
+	}
 	if err := ingest.ParseText(s.buf.String(), &lim, &s.b); err != nil {
 		return nil, fmt.Errorf("cannot parse exposition of %s: %w", s.node.Name, err)
 	}
@@ -252,7 +315,11 @@ func (s *twinScrape) Collect(_ context.Context, now time.Time) ([]models.Sample,
 func (d *Demo) sources() []pipeline.SourceSpec {
 	var out []pipeline.SourceSpec
 	for _, n := range d.tw.Nodes() {
-		out = append(out, pipeline.SourceSpec{Source: &twinScrape{d: d, node: n}, Interval: d.opts.ScrapeInterval})
+		src := &twinScrape{d: d, node: n}
+		if n.Role == twin.RoleDS {
+			src.pool = d.poolOf(n.Name)
+		}
+		out = append(out, pipeline.SourceSpec{Source: src, Interval: d.opts.ScrapeInterval})
 	}
 	return out
 }
@@ -366,11 +433,13 @@ func writeJSONL[T any](b *bytes.Buffer, items []T) error {
 }
 
 // export dumps the store through the query API's /api/v1/export (the
-// VictoriaMetrics JSON-lines format), with lines sorted.
+// VictoriaMetrics JSON-lines format), with lines sorted. The mds's own
+// metrics (job="ballast": wall-clock timings, memory) are left out: they
+// differ between runs of the same seed.
 func (d *Demo) export() error {
 	d.mds.Store().Flush()
 	end := d.tw.Now().Add(time.Minute)
-	u := fmt.Sprintf("/api/v1/export?match[]=%s&start=%d&end=%d", url.QueryEscape(`{__name__!=""}`), d.opts.Start.Add(-time.Minute).Unix(), end.Unix())
+	u := fmt.Sprintf("/api/v1/export?match[]=%s&start=%d&end=%d", url.QueryEscape(`{__name__!="",job!="`+cluster.SelfJob+`"}`), d.opts.Start.Add(-time.Minute).Unix(), end.Unix())
 	rec := httptest.NewRecorder()
 	d.mds.Store().QueryHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, u, nil))
 	if rec.Code != http.StatusOK {

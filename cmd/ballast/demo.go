@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,8 +31,12 @@ writes OUT/summary.json, OUT/truth.jsonl (the twin's ground truth),
 OUT/findings.jsonl and OUT/actions.jsonl, and the capacity forecasts
 report (OUT/report/report.html, .md, .json, read from the store as
 'ballast report capacity' reads an mds); the store is in OUT/data.
-With --serve the query API stays up afterwards (Grafana, curl) until
-SIGINT or SIGTERM.
+With --serve the mds stays up afterwards until SIGINT or SIGTERM: the
+built-in console at http://LISTEN/ui/ (findings, actions, heat map, GPU
+time lost, checkpoint forecasts, capacity report), the Prometheus query
+API for Grafana or curl, and the findings API. With --serve --reuse, a
+finished run already in OUT is served as it ended, without running the
+simulation again (a run that is missing is run first).
 
 Scenarios: %s, or a path to a scenario file (docs/scenarios.md).`
 
@@ -45,7 +50,8 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	seed := fs.Uint64("seed", 1, "random seed; the same scenario and seed give the same run")
 	duration := fs.String("duration", "", "simulated time to run, e.g. 6h (default: the scenario's)")
 	out := fs.String("out", "demo-out", "directory for the outputs and the store")
-	serve := fs.Bool("serve", false, "keep the query API up after the run until interrupted")
+	serve := fs.Bool("serve", false, "keep the console and query API up after the run until interrupted")
+	reuse := fs.Bool("reuse", false, "with --serve: serve the finished run already in --out instead of running the simulation again")
 	listen := fs.String("listen", "127.0.0.1:9750", "HOST:PORT of the query API")
 	scrape := fs.Duration("scrape-interval", 10*time.Second, "simulated scrape and analysis interval")
 	quiet := fs.Bool("quiet", false, "no progress line")
@@ -58,6 +64,23 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
+	if *reuse && !*serve {
+		return fmt.Errorf("%w: --reuse only makes sense with --serve", errUsage)
+	}
+	logger := newLogger(env.stderr, "warn")
+	if *reuse {
+		m, sum, err := sim.OpenFinished(ctx, sim.DemoOptions{OutDir: *out, Listen: *listen, Logger: logger, Version: version})
+		switch {
+		case err == nil:
+			fmt.Fprintf(env.stdout, "Serving the finished demo run in %s (scenario %s, seed %d, simulated %s to %s); the simulation is not re-run.\n",
+				*out, sum.Scenario, sum.Seed, sum.Start.UTC().Format(time.RFC3339), sum.End.UTC().Format(time.RFC3339))
+			return serveUntilDone(ctx, env, m)
+		case errors.Is(err, sim.ErrNoFinishedDemo):
+			fmt.Fprintf(env.stdout, "No finished demo run in %s to reuse (%v); running one.\n", *out, err)
+		default:
+			return err
+		}
+	}
 	sc, dur, err := loadRun(*scenario, *duration)
 	if err != nil {
 		return err
@@ -68,7 +91,6 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("%w: --start %q is not RFC 3339 (e.g. 2026-01-02T15:04:05Z)", errUsage, *start)
 		}
 	}
-	logger := newLogger(env.stderr, "warn")
 	d, err := sim.NewDemo(sim.DemoOptions{
 		Scenario:       sc,
 		Seed:           *seed,
@@ -118,12 +140,23 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "Capacity report: %s/report.html (also report.md, report.json)\n", dir)
 	if *serve {
-		fmt.Fprintf(env.stdout, "\nServing the query API at http://%s (Prometheus API; Grafana: add a Prometheus data source with this URL). Ctrl-C stops.\n", d.MDS().Addr())
-		<-ctx.Done()
+		return serveUntilDone(ctx, env, d.MDS())
 	}
+	fmt.Fprintf(env.stdout, "To look at this run in the console, run: bin/ballast demo --serve --reuse --out %s\n", *out)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	return d.Stop(sctx)
+}
+
+// serveUntilDone prints where the mds serves and keeps it up until ctx
+// ends (SIGINT, SIGTERM), then stops it.
+func serveUntilDone(ctx context.Context, env *cmdEnv, m *cluster.MDS) error {
+	fmt.Fprintf(env.stdout, "\nConsole: http://%s/ui/\n", m.Addr())
+	fmt.Fprintf(env.stdout, "Query API: http://%s (Prometheus API; Grafana: add a Prometheus data source with this URL, see docs/grafana.md). Ctrl-C stops.\n", m.Addr())
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return m.Stop(sctx)
 }
 
 func progressPrinter(w io.Writer, quiet bool) func(sim.DemoProgress) {
@@ -163,7 +196,7 @@ func printSummary(w io.Writer, s *sim.DemoSummary, out string) {
 	}
 	fmt.Fprintf(w, "\n  actions: %d\n", s.Actions)
 	fmt.Fprintf(w, "Outputs: %s/summary.json, %s/truth.jsonl, %s/findings.jsonl, %s/actions.jsonl (store: %s/data)\n", out, out, out, out, out)
-	fmt.Fprintf(w, "To explore the data in Grafana or with curl, run: bin/ballast demo --serve (query API on http://127.0.0.1:9750)\n")
+
 }
 
 func sortedKeys[V any](m map[string]V) []string {
