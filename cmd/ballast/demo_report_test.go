@@ -15,7 +15,9 @@ import (
 	"github.com/ballast-io/ballast/cluster/report"
 )
 
-var servingRe = regexp.MustCompile(`Serving the query API at http://(\S+) `)
+// servingRe finds the address in the line `ballast demo --serve` prints
+// once it serves.
+var servingRe = regexp.MustCompile(`Console: http://(\S+)/ui/`)
 
 func readReport(t *testing.T, dir string) report.Report {
 	t.Helper()
