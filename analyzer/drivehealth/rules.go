@@ -423,7 +423,7 @@ func levelHit(h []Observation, now time.Time, o *RuleOptions, c counter) (Hit, b
 	case readings == 1:
 		growthNote = "a single reading: whether the count is still rising is unknown until the next readings"
 	default:
-		growthNote = fmt.Sprintf("unchanged over the last %.0f days of readings: too short to call it stable (%.0f days)", stable.Hours()/24, o.LongWindow.Hours()/24)
+		growthNote = fmt.Sprintf("unchanged over %s of readings: too short to call it stable (%.0f days)", span(stable), o.LongWindow.Hours()/24)
 	}
 	e := []models.Evidence{
 		ev(c.name, v, c.unit, "current value"),
@@ -433,6 +433,17 @@ func levelHit(h []Observation, now time.Time, o *RuleOptions, c counter) (Hit, b
 	summary := fmt.Sprintf("%.0f %s on record: %s (%s)", v, c.what, c.means, growthNote)
 	hit := failureHit(c.name+"_level", sev, since, summary, e...)
 	return hit, true
+}
+
+// span words a duration for a summary: days, else hours, else minutes.
+func span(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.0f days", d.Hours()/24)
+	case d >= 2*time.Hour:
+		return fmt.Sprintf("%.0f hours", d.Hours())
+	}
+	return fmt.Sprintf("%.0f minutes", d.Minutes())
 }
 
 func severityRank(s models.Severity) int {

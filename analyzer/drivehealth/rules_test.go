@@ -118,6 +118,13 @@ func TestRuleMediaErrors(t *testing.T) {
 		}
 	})
 	check(t, "burst 20 days ago", recent, "media_errors_level/warning")
+	if hits := EvaluateRules(recent, lastTime(recent), DefaultRuleOptions()); len(hits) != 1 || !strings.Contains(hits[0].Summary, "unchanged over 19 days of readings") {
+		t.Errorf("burst 20 days ago: got %+v; want the summary to say how long the count has been unchanged", hits)
+	}
+	minutes := hist(30, time.Minute, ProtocolNVMe, func(_ int, o *Observation) { o.MediaErrors = 7 })
+	if hits := EvaluateRules(minutes, lastTime(minutes), DefaultRuleOptions()); len(hits) != 1 || !strings.Contains(hits[0].Summary, "unchanged over 29 minutes") {
+		t.Errorf("30 readings a minute apart: got %+v; want \"unchanged over 29 minutes\"", hits)
+	}
 }
 
 // TestRuleLevelFromOneReading: a lone reading is judged by its level — the
