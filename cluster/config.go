@@ -7,12 +7,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ballast-io/ballast/collector"
 )
 
 // Duration is a time.Duration that YAML reads from Go duration strings
@@ -24,7 +27,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return err
+		return &valueError{line: n.Line, col: n.Column, err: err}
 	}
 	*d = Duration(v)
 	return nil
@@ -279,6 +282,26 @@ func (c *AgentConfig) Node() (string, error) {
 	return h, nil
 }
 
+// Check is what an agent runs before it starts, and `ballast config check`
+// runs the same: Validate, then what this host must provide — the proc and
+// sys roots the collectors open, and a node name. It returns the node name.
+func (c *AgentConfig) Check() (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
+	var errs []error
+	for _, r := range []struct{ field, path string }{{"roots.proc", c.Roots.Proc}, {"roots.sys", c.Roots.Sys}} {
+		if fi, err := os.Stat(r.path); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s: %q is not a directory on this host", r.field, r.path))
+		}
+	}
+	node, err := c.Node()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	return node, errors.Join(errs...)
+}
+
 // Validate reports the bad fields of c, naming each and its value.
 func (c *AgentConfig) Validate() error {
 	var errs []error
@@ -293,6 +316,21 @@ func (c *AgentConfig) Validate() error {
 	}
 	if len(c.NodeName) > 253 || !utf8.ValidString(c.NodeName) {
 		errs = append(errs, fmt.Errorf("node_name: %q is not a host name (UTF-8, at most 253 bytes)", c.NodeName))
+	}
+	names := make([]string, 0, len(c.Collectors))
+	for name := range c.Collectors {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := collector.CheckName(name); err != nil {
+			errs = append(errs, fmt.Errorf("collectors: %q is not a collector (have %s)", name, strings.Join(collector.Names(), ", ")))
+		}
+	}
+	if c.DCGMExporterURL != "" {
+		if err := collector.CheckDCGMExporterURL(c.DCGMExporterURL); err != nil {
+			errs = append(errs, fmt.Errorf("dcgm_exporter_url: %w", err))
+		}
 	}
 	if c.CollectorTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("collector_timeout: %s must be positive", c.CollectorTimeout))
@@ -342,7 +380,7 @@ func validateLogLevel(l string) error {
 }
 
 // decodeStrict decodes YAML into v, rejecting unknown fields and trailing
-// documents. yaml.v3 names the line and the field of an unknown key.
+// documents. Errors name the field path (storage.retention) and the line.
 func decodeStrict(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -350,13 +388,98 @@ func decodeStrict(data []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file keeps the defaults
 		}
-		return err
+		return nameFields(data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("more than one YAML document")
 	}
 	return nil
+}
+
+// valueError is a value that does not parse, at its place in the file.
+type valueError struct {
+	line, col int
+	err       error
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *valueError) Unwrap() error { return e.err }
+
+// nameFields rewrites yaml.v3's errors, which give only a line, to name
+// the field each one is about.
+func nameFields(data []byte, err error) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return err
+	}
+	var ve *valueError
+	if errors.As(err, &ve) {
+		if p := fieldAt(&root, ve.line, ve.col); p != "" {
+			return fmt.Errorf("%s: %w (line %d)", p, ve.err, ve.line)
+		}
+		return err
+	}
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		var line int
+		if _, serr := fmt.Sscanf(m, "line %d:", &line); serr != nil {
+			continue
+		}
+		if p := fieldAt(&root, line, 0); p != "" {
+			msgs[i] = fmt.Sprintf("%s: %s (line %d)", p, strings.TrimSpace(m[strings.Index(m, ":")+1:]), line)
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// fieldAt returns the path (scrape.targets[1]) of the value at line and
+// column of the YAML tree; column 0 matches the one scalar value on the
+// line. It returns "" when nothing or more than one matches.
+func fieldAt(root *yaml.Node, line, col int) string {
+	var found []string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		at := func(c *yaml.Node) bool {
+			return c.Line == line && (col == 0 && c.Kind == yaml.ScalarNode || c.Column == col)
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if at(v) {
+					found = append(found, p)
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if at(c) {
+					found = append(found, p)
+				}
+				walk(c, p)
+			}
+		}
+	}
+	walk(root, "")
+	if len(found) == 1 {
+		return found[0]
+	}
+	return ""
 }
 
 // LoadMDSConfig reads path over the defaults and validates the result.
@@ -415,7 +538,8 @@ func FileRole(path string) (string, error) {
 	return "", fmt.Errorf("config %q: role: %q is not mds, ds or client", path, probe.Role)
 }
 
-// CheckFile loads and validates a config of any role.
+// CheckFile loads and validates a config of any role, running the checks
+// its daemon runs before it starts (AgentConfig.Check for agents).
 func CheckFile(path string) (string, error) {
 	role, err := FileRole(path)
 	if err != nil {
@@ -423,8 +547,13 @@ func CheckFile(path string) (string, error) {
 	}
 	if role == RoleMDS {
 		_, err = LoadMDSConfig(path)
-	} else {
-		_, err = LoadAgentConfig(path, role)
+		return role, err
+	}
+	c, err := LoadAgentConfig(path, role)
+	if err == nil {
+		if _, err = c.Check(); err != nil {
+			err = fmt.Errorf("invalid config %q:\n%w", path, err)
+		}
 	}
 	return role, err
 }

@@ -43,7 +43,13 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 	cases := []struct{ body, want string }{
 		{"role: mds\nlisten: 127.0.0.1:9750\nretension: 30d\n", "field retension not found"},
 		{"role: mds\nstorage:\n  retention: 2h\n", "storage.retention: 2h0m0s is below the minimum of 24h"},
-		{"role: mds\nstorage:\n  retention: forever\n", `cannot parse duration "forever"`},
+		{"role: mds\nstorage:\n  retention: forever\n", `storage.retention: cannot parse duration "forever"`},
+		{"role: ds\ncollector_timeout: 5\n", `collector_timeout: cannot parse duration "5"`},
+		{"role: mds\nscrape:\n  targets: [ds01:9751]\n  interval: [1s]\n", "scrape.interval"},
+		{"role: ds\ncollectors: {nvmee: true}\n", `collectors: "nvmee" is not a collector`},
+		{"role: client\ndcgm_exporter_url: http//gpu01:9400/metrics\n", `dcgm_exporter_url: invalid dcgm-exporter URL "http//gpu01:9400/metrics"`},
+		{"role: client\ndcgm_exporter_url: http://\n", "no host"},
+		{"role: ds\nnode_name: " + strings.Repeat("a", 300) + "\n", "node_name: \"aaaa"},
 		{"role: mds\nlisten: localhost\n", `listen: "localhost": not HOST:PORT`},
 		{"role: mds\nscrape:\n  targets: [ds01]\n", `scrape.targets[0]: "ds01"`},
 		{"role: mds\nscrape:\n  interval: 5s\n  timeout: 10s\n", "scrape.timeout: 10s must be positive and at most scrape.interval (5s)"},
@@ -52,7 +58,7 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 		{"role: mds\ntelemetry:\n  sample_ratio: 2\n", "telemetry.sample_ratio: 2 is outside [0, 1]"},
 		{"role: mds\nstorage:\n  flush_interval: 100ms\n", "storage.flush_interval: 100ms is below the minimum of 1s"},
 		{"role: ds\nroots:\n  proc: ''\n", "roots.proc: must not be empty"},
-		{"role: client\ncollectors: {dcgm: maybe}\n", "cannot unmarshal"},
+		{"role: client\ncollectors: {dcgm: maybe}\n", "collectors.dcgm: cannot unmarshal"},
 		{"role: gateway\n", `role: "gateway" is not mds, ds or client`},
 		{"listen: 127.0.0.1:1\n", "has no role: field"},
 	}

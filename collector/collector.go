@@ -170,6 +170,12 @@ func DefaultEnabled(role string) []string {
 	return ns
 }
 
+// CheckName returns an error unless name is a registered collector.
+func CheckName(name string) error {
+	_, err := lookup(name)
+	return err
+}
+
 func lookup(name string) (registration, error) {
 	for _, r := range registry() {
 		if r.name == name {

@@ -7,8 +7,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -222,10 +222,26 @@ type dcgmCollector struct {
 	log *onceLogger
 }
 
+// CheckDCGMExporterURL returns an error unless u is an http or https URL
+// with a host, the dcgm-exporter endpoint the dcgm collector can read.
+// Config validation and the collector share it.
+func CheckDCGMExporterURL(u string) error {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return fmt.Errorf("invalid dcgm-exporter URL %q: %w", u, err)
+	case p.Scheme != "http" && p.Scheme != "https":
+		return fmt.Errorf("invalid dcgm-exporter URL %q: want http:// or https://", u)
+	case p.Host == "":
+		return fmt.Errorf("invalid dcgm-exporter URL %q: no host", u)
+	}
+	return nil
+}
+
 func newDCGMCollector(opts Options, log *onceLogger) (Collector, error) {
 	if opts.DCGMExporterURL != "" {
-		if !strings.HasPrefix(opts.DCGMExporterURL, "http://") && !strings.HasPrefix(opts.DCGMExporterURL, "https://") {
-			return nil, fmt.Errorf("invalid dcgm-exporter URL %q: want http:// or https://", opts.DCGMExporterURL)
+		if err := CheckDCGMExporterURL(opts.DCGMExporterURL); err != nil {
+			return nil, err
 		}
 		return &dcgmCollector{src: &exporterSource{url: opts.DCGMExporterURL, client: &http.Client{Timeout: opts.Timeout + time.Second}}, log: log}, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/ballast-io/ballast/internal/ratelog"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -28,9 +29,10 @@ type Handler struct {
 
 // run is one enabled collector with its cached last result.
 type run struct {
-	name string
-	c    Collector
-	log  *onceLogger
+	name  string
+	c     Collector
+	log   *onceLogger
+	fails *ratelog.Limiter // shared by the handler's runs, keyed by name
 
 	mu      sync.Mutex // held while collecting or reading the cache
 	at      time.Time  // when the cached result was taken
@@ -52,6 +54,7 @@ func NewHandler(opts Options, enabled []string) (*Handler, error) {
 		}
 	}
 	h := &Handler{opts: opts, descs: descriptors()}
+	fails := ratelog.New(failureLogEvery)
 	seen := map[string]bool{}
 	for _, name := range enabled {
 		if seen[name] {
@@ -68,7 +71,7 @@ func NewHandler(opts Options, enabled []string) (*Handler, error) {
 			h.Close()
 			return nil, fmt.Errorf("cannot build collector %q: %w", name, err)
 		}
-		h.runs = append(h.runs, &run{name: name, c: c, log: log})
+		h.runs = append(h.runs, &run{name: name, c: c, log: log, fails: fails})
 	}
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(h); err != nil {
@@ -172,7 +175,7 @@ func (r *run) refresh(opts Options) {
 			// hung ioctl or command); do not pile another one on top.
 			r.at, r.samples, r.dur = now, nil, 0
 			r.err = fmt.Errorf("cannot run collector %q: its previous run is still in progress", r.name)
-			r.log.Warn("collector failed", "err", r.err)
+			r.logOutcome(now)
 			return
 		}
 	}
@@ -195,12 +198,27 @@ func (r *run) refresh(opts Options) {
 	}
 	r.dur = time.Since(start)
 	r.at = now
+	r.logOutcome(now)
+}
+
+// failureLogEvery bounds how often one failing collector is logged.
+const failureLogEvery = 5 * time.Minute
+
+// logOutcome logs a failure at warn the first time, then at most once per
+// failureLogEvery while it lasts (with the number of failed runs not
+// logged), and the recovery once; "not applicable on this host" at debug.
+func (r *run) logOutcome(now time.Time) {
 	switch {
 	case r.err == nil:
+		if failing, held := r.fails.Forget(r.name); failing {
+			r.log.Info("collector recovered", "failures_not_logged", held)
+		}
 	case errors.Is(r.err, ErrNotApplicable):
 		r.log.Debug("collector not applicable", "err", r.err)
 	default:
-		r.log.Warn("collector failed", "err", r.err)
+		if ok, held := r.fails.Allow(r.name, now); ok {
+			r.log.Warn("collector failed", "err", r.err, "failures_not_logged", held)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballast-io/ballast/internal/ratelog"
+	"github.com/ballast-io/ballast/internal/testkit"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -41,8 +44,9 @@ func testHandler(t *testing.T, opts Options, cs map[string]Collector, order ...s
 	if err != nil {
 		t.Fatal(err)
 	}
+	fails := ratelog.New(failureLogEvery)
 	for _, n := range order {
-		h.runs = append(h.runs, &run{name: n, c: cs[n], log: newOnceLogger(h.opts.Logger)})
+		h.runs = append(h.runs, &run{name: n, c: cs[n], log: newOnceLogger(h.opts.Logger.With("collector", n)), fails: fails})
 	}
 	return h
 }
@@ -216,6 +220,35 @@ func TestHandlerRealCollectorsOverFakeTree(t *testing.T) {
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("exposition lacks %q", want)
+		}
+	}
+}
+
+// TestCollectorFailuresAreLoggedOncePerWindow: a collector failing on every
+// scrape is logged at warn once (not once per scrape), its recovery once,
+// and a collector that does not apply to the host only at debug.
+func TestCollectorFailuresAreLoggedOncePerWindow(t *testing.T) {
+	logs := &testkit.LogBuffer{}
+	failing := &scriptedCollector{err: fmt.Errorf("cannot read /proc/diskstats: permission denied")}
+	na := &scriptedCollector{err: fmt.Errorf("no nfsd here: %w", ErrNotApplicable)}
+	h := testHandler(t, Options{CacheTTL: -1, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		map[string]Collector{"flaky": failing, "nfsd": na}, "flaky", "nfsd")
+	for i := 0; i < 5; i++ {
+		scrape(t, h, false)
+	}
+	failing.err = nil
+	scrape(t, h, false)
+	scrape(t, h, false)
+	for _, c := range []struct {
+		substrs []string
+		want    int
+	}{
+		{[]string{"level=WARN", `msg="collector failed"`, "collector=flaky", "permission denied"}, 1},
+		{[]string{"level=INFO", `msg="collector recovered"`, "collector=flaky", "failures_not_logged=4"}, 1},
+		{[]string{"collector=nfsd"}, 0}, // debug only
+	} {
+		if got := testkit.CountLines(logs.String(), c.substrs...); got != c.want {
+			t.Errorf("log lines with %q: got %d; want %d\n%s", c.substrs, got, c.want, logs.String())
 		}
 	}
 }

@@ -43,7 +43,9 @@ Collection runs on scrape, every collector under its own timeout, and a
 result is reused for --cache-for so that two scrapers do not double the
 device load. A collector that does not apply to the host (no libdcgm, no
 smartctl, no nfsd) reports ballast_collector_success 0 and the agent keeps
-running. Metrics: docs/metrics.md.
+running; a collector that fails is logged at warn when it starts failing,
+then at most every 5 minutes while it fails, and once when it recovers.
+Metrics: docs/metrics.md.
 
 Configuration comes from --config (YAML, see docs/config.md); the flags
 below override the file.`, role, what)
@@ -80,11 +82,6 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 			return err
 		}
 	}
-	for name := range cfg.Collectors {
-		if _, ok := enable[name]; !ok {
-			return fmt.Errorf("collectors: %q is not a collector (have %s)", name, strings.Join(collector.Names(), ", "))
-		}
-	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "listen":
@@ -107,10 +104,7 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 			cfg.CacheFor = cluster.Duration(*cacheFor)
 		}
 	})
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	node, err := cfg.Node()
+	node, err := cfg.Check()
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,12 @@ func init() {
 		run: func(_ context.Context, env *cmdEnv, args []string) error {
 			fs := newFlagSet(env, "config check", `Usage: ballast config check FILE
 
-Loads FILE the way its role would (the role: field picks mds, ds or client),
-rejects unknown fields and bad values with the field name and value, and
-exits 0 when it is valid. Every field is documented in docs/config.md.`)
+Loads FILE the way its role would (the role: field picks mds, ds or client)
+and runs exactly the checks that role's daemon runs before it starts:
+unknown fields, bad values, collector names and URLs are rejected with the
+field name and value, and for agents the host must provide the proc and sys
+roots and a node name. Exits 0 when the daemon would start with FILE. Every
+field is documented in docs/config.md.`)
 			if err := parseFlags(fs, args); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
@@ -65,13 +66,13 @@ func (f *mdsFlags) load(fs *flag.FlagSet) (cluster.MDSConfig, error) {
 		case "retention":
 			d, err := cluster.ParseDuration(f.retention)
 			if err != nil {
-				ferr = err
+				ferr = fmt.Errorf("--retention: %w", err)
 			}
 			cfg.Storage.Retention = cluster.Duration(d)
 		case "flush-interval":
 			d, err := cluster.ParseDuration(f.flushInterval)
 			if err != nil {
-				ferr = err
+				ferr = fmt.Errorf("--flush-interval: %w", err)
 			}
 			cfg.Storage.FlushInterval = cluster.Duration(d)
 		case "scrape-target":
