@@ -135,6 +135,7 @@ type MDSConfig struct {
 	Pipeline  PipelineConfig  `yaml:"pipeline"`
 	Report    ReportConfig    `yaml:"report"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	Alerting  AlertingConfig  `yaml:"alerting"`
 }
 
 // RootsConfig are the host paths agents read; change them to point an agent
@@ -194,6 +195,7 @@ func DefaultMDSConfig() MDSConfig {
 		Pipeline:  PipelineConfig{Tick: Duration(15 * time.Second)},
 		Report:    ReportConfig{CapacityEvery: Duration(24 * time.Hour)},
 		Telemetry: TelemetryConfig{ServiceName: "ballast", SampleRatio: 1},
+		Alerting:  defaultAlertingConfig(),
 	}
 }
 
@@ -266,6 +268,7 @@ func (c *MDSConfig) Validate() error {
 	if time.Duration(c.Pipeline.Tick) < time.Second {
 		errs = append(errs, fmt.Errorf("pipeline.tick: %s is below the minimum of 1s", c.Pipeline.Tick))
 	}
+	errs = append(errs, c.Alerting.validate())
 	return errors.Join(errs...)
 }
 

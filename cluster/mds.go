@@ -16,6 +16,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ballast-io/ballast/actuator/alert"
 	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/cluster/console"
 	"github.com/ballast-io/ballast/cluster/pipeline"
@@ -72,6 +73,7 @@ type MDS struct {
 	console  *console.Console
 	scraper  *scrape.Scraper
 	pipeline *pipeline.Pipeline
+	alerts   *alert.Dispatcher
 	shutdown func(context.Context) error
 
 	lastTick atomic.Int64 // unix ns of the last manual tick
@@ -98,6 +100,9 @@ func (m *MDS) Journal() *storage.Journal { return m.journal }
 
 // Pipeline returns the pipeline, or nil before Start.
 func (m *MDS) Pipeline() *pipeline.Pipeline { return m.pipeline }
+
+// Alerts returns the alert dispatcher, or nil before Start.
+func (m *MDS) Alerts() *alert.Dispatcher { return m.alerts }
 
 // Analysis returns the analysis stages, or nil before Start.
 func (m *MDS) Analysis() *analysis.Analysis { return m.analysis }
@@ -234,6 +239,19 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	// Alert senders run in every mds; with no receivers configured (the
+	// demo's default) they decide and send nothing.
+	ao, err := c.Alerting.AlertOptions(m.store.DataDir(), m.server.Addr(), time.Duration(c.Pipeline.Tick), m.journal, m.rt.ManualTicks, m.set, m.logger)
+	if err != nil {
+		return err
+	}
+	if m.alerts, err = alert.New(ao); err != nil {
+		return fmt.Errorf("cannot set up alerting: %w", err)
+	}
+	if err := m.alerts.Start(); err != nil {
+		return err
+	}
+
 	if m.pipeline, err = pipeline.NewPipeline(m.pipelineOptions(tracer)); err != nil {
 		return err
 	}
@@ -269,6 +287,8 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 	stages = append(stages, m.rt.Stages...)
 	acts = append([]pipeline.Actuator{&pipeline.FindingsRecorder{Journal: m.journal, Appender: m.store},
 		&pipeline.SeriesRecorder{Label: "analysis-series", Series: m.analysis.Series, Appender: m.store}}, acts...)
+	// Alerts go last, so that they see the actions of this very tick.
+	acts = append(acts, m.alerts)
 	opts := pipeline.PipelineOptions{
 		Sources:   sources,
 		Appender:  m.store,
@@ -334,7 +354,7 @@ func openStore(c *MDSConfig) (storage.Store, error) {
 	return st, nil
 }
 
-// Stop reverses Start: pipeline, scraper, listener, traces, then the store
+// Stop reverses Start: pipeline, alert delivery, scraper, listener, traces, then the store
 // (which flushes to disk). Idempotent; bounded by ctx.
 func (m *MDS) Stop(ctx context.Context) error {
 	m.mu.Lock()
@@ -346,6 +366,9 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 	var errs []error
 	if m.pipeline != nil {
 		errs = append(errs, m.pipeline.Stop(ctx))
+	}
+	if m.alerts != nil {
+		errs = append(errs, m.alerts.Stop(ctx))
 	}
 	if m.scraper != nil {
 		errs = append(errs, m.scraper.Stop(ctx))
