@@ -308,15 +308,20 @@ func (a *AlertingConfig) Receiver(name string) (alert.ReceiverOptions, error) {
 	return alert.ReceiverOptions{}, fmt.Errorf("unknown receiver %q; alerting.receivers are %s", name, strings.Join(names, ", "))
 }
 
-// AlertOptions returns the dispatcher's options for an mds whose listener
-// is at addr and whose pipeline ticks every tick.
-func (a *AlertingConfig) AlertOptions(dataDir, addr string, tick time.Duration, actions alert.ActionLister, synchronous bool, set *metrics.Set, logger *slog.Logger) (alert.Options, error) {
+// Labeler returns the labeler for an mds listening on addr.
+func (a *AlertingConfig) Labeler(addr string) alert.Labeler {
 	ext := a.ExternalURL
 	if ext == "" {
 		ext = "http://" + addr
 	}
+	return alert.Labeler{Cluster: a.Cluster, ExternalURL: ext, GrafanaURL: a.GrafanaURL, RunbookURL: a.RunbookURL}
+}
+
+// AlertOptions returns the dispatcher's options for an mds whose listener
+// is at addr and whose pipeline ticks every tick.
+func (a *AlertingConfig) AlertOptions(dataDir, addr string, tick time.Duration, actions alert.ActionLister, synchronous bool, set *metrics.Set, logger *slog.Logger) (alert.Options, error) {
 	o := alert.Options{
-		Labeler:           alert.Labeler{Cluster: a.Cluster, ExternalURL: ext, GrafanaURL: a.GrafanaURL, RunbookURL: a.RunbookURL},
+		Labeler:           a.Labeler(addr),
 		ResendDelay:       time.Duration(a.ResendDelay),
 		ResolvedRetention: time.Duration(a.ResolvedRetention),
 		ResolveTimeout:    time.Duration(a.ResolveTimeout),

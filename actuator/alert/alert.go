@@ -343,3 +343,25 @@ func (l *Labeler) FromAction(a *models.Action, eventFor time.Duration) (Alert, b
 	}
 	return al, true
 }
+
+// KindTest is the alertname of the synthetic alert `ballast alerts test`
+// sends.
+const KindTest = "ballast_test"
+
+// TestNotification is a notification for receiver with one synthetic
+// alert (alertname ballast_test, severity info) started at now, resolved
+// at now when resolved is set.
+func (l *Labeler) TestNotification(receiver string, now time.Time, resolved bool) *Notification {
+	ls := map[string]string{LabelAlertname: KindTest, LabelSeverity: string(models.SeverityInfo), LabelSubject: "cluster:test"}
+	if l.Cluster != "" {
+		ls[LabelCluster] = l.Cluster
+	}
+	an := map[string]string{AnnotationSummary: "Test alert from `ballast alerts test`: this receiver is reachable. Nothing is wrong."}
+	l.links(an, KindTest, models.Subject{Kind: models.SubjectCluster, ID: "test"})
+	a := Alert{Labels: ls, Annotations: an, StartsAt: now.UTC(), GeneratorURL: strings.TrimRight(l.ExternalURL, "/") + "/api/v1/findings"}
+	if resolved {
+		a.EndsAt = now.UTC()
+	}
+	key, gl := groupBy(&ReceiverOptions{Name: receiver, GroupBy: []string{LabelAlertname}}, ls)
+	return &Notification{Receiver: receiver, GroupKey: key, GroupLabels: gl, At: now.UTC(), Alerts: []Alert{a}}
+}

@@ -77,6 +77,17 @@ func seqKey(seq uint64) []byte {
 	return k
 }
 
+// countKeys counts a bucket's keys with a cursor: Bucket.Stats reads only
+// committed pages, so it lags inside a write transaction.
+func countKeys(b *bolt.Bucket) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
 // Commit appends values to their queues in order and saves state, in one
 // transaction. A queue longer than limit afterwards loses its oldest
 // entries behind the head (the head may be in flight); those are returned
@@ -107,7 +118,7 @@ func (o *Outbox) Commit(state []byte, appends []Entry, limit map[string]int) (ad
 				continue
 			}
 			b := qs.Bucket([]byte(q))
-			over := b.Stats().KeyN - n
+			over := countKeys(b) - n
 			if over <= 0 {
 				continue
 			}
@@ -161,7 +172,7 @@ func (o *Outbox) Len(queue string) (int, error) {
 	n := 0
 	err := o.db.View(func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketQueues).Bucket([]byte(queue)); b != nil {
-			n = b.Stats().KeyN
+			n = countKeys(b)
 		}
 		return nil
 	})
@@ -222,7 +233,7 @@ func (o *Outbox) Reject(queue string, seq uint64, at time.Time, reason string) e
 		if err := r.Put(seqKey(seq), rec); err != nil {
 			return err
 		}
-		for r.Stats().KeyN > maxRejected {
+		for countKeys(r) > maxRejected {
 			k, _ := r.Cursor().First()
 			if err := r.Delete(k); err != nil {
 				return err
