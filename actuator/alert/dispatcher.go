@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,8 +46,6 @@ type Dispatcher struct {
 	started bool
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-
-	tracked *metrics.Set
 }
 
 // state is what the dispatcher knows across ticks and restarts.
@@ -357,11 +356,11 @@ func (d *Dispatcher) decide(now time.Time, findings []models.Finding) error {
 	}
 	// A firing finding no stage has reported for resolve_timeout has been
 	// lost (an analyzer forgot it, e.g. across a restart): resolve it.
-	for _, fp := range sortedKeys(st.Alerts) {
+	for _, fp := range slices.Sorted(maps.Keys(st.Alerts)) {
 		t := st.Alerts[fp]
 		if strings.HasPrefix(t.Source, "finding:") && !t.Alert.Resolved(now) && !now.Before(t.Seen.Add(d.opts.ResolveTimeout)) {
 			t.Alert.EndsAt = now.UTC()
-			t.Alert.Annotations = copyMap(t.Alert.Annotations)
+			t.Alert.Annotations = maps.Clone(t.Alert.Annotations)
 			t.Alert.Annotations["resolved_reason"] = fmt.Sprintf("no analyzer has reported it for %s", d.opts.ResolveTimeout)
 			material = true
 		}
@@ -513,7 +512,7 @@ func (d *Dispatcher) groupWebhook(r *receiver, now time.Time) []*Notification {
 		groups = map[string]*group{}
 		d.st.Groups[r.opts.Name] = groups
 	}
-	for _, fp := range sortedKeys(d.st.Alerts) {
+	for _, fp := range slices.Sorted(maps.Keys(d.st.Alerts)) {
 		a := d.st.Alerts[fp].Alert
 		if !r.opts.routes(a.Labels[LabelAlertname], a.Labels[LabelSeverity]) {
 			continue
@@ -537,7 +536,7 @@ func (d *Dispatcher) groupWebhook(r *receiver, now time.Time) []*Notification {
 		g.insert(fp, a, now, r.opts.GroupWait)
 	}
 	var out []*Notification
-	for _, key := range sortedKeys(groups) {
+	for _, key := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[key]
 		if now.Before(g.Next) {
 			continue
@@ -567,7 +566,7 @@ func (d *Dispatcher) batchAlertmanager(r *receiver, now time.Time) []*Notificati
 	}
 	backlog := r.queued.Load() > 0
 	var batch []Alert
-	for _, fp := range sortedKeys(d.st.Alerts) {
+	for _, fp := range slices.Sorted(maps.Keys(d.st.Alerts)) {
 		t := d.st.Alerts[fp]
 		a := t.Alert
 		if !r.opts.routes(a.Labels[LabelAlertname], a.Labels[LabelSeverity]) {
@@ -716,21 +715,4 @@ func backoff(attempt int, o RetryOptions, rng *rand.Rand) time.Duration {
 	d = min(d, o.Max)
 	f := 1 + o.Jitter*(rng.Float64()-0.5)
 	return time.Duration(float64(d) * f)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -136,21 +136,13 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// postableAlert is one element of Alertmanager's POST /api/v2/alerts body.
-type postableAlert struct {
-	Labels       map[string]string `json:"labels"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-	StartsAt     time.Time         `json:"startsAt"`
-	EndsAt       time.Time         `json:"endsAt"`
-	GeneratorURL string            `json:"generatorURL,omitempty"`
-}
-
-// renderAlertmanager builds the POST /api/v2/alerts body of n sent at now.
+// renderAlertmanager builds the POST /api/v2/alerts body of n sent at now:
+// Alert is the shape of Alertmanager's postable alert.
 // As Prometheus does, a firing alert's endsAt is set ahead (now + valid),
 // so that Alertmanager resolves it by itself if ballast stops resending
 // it, and a resolved alert carries its resolution time.
 func renderAlertmanager(n *Notification, now time.Time, valid time.Duration) ([]byte, error) {
-	out := make([]postableAlert, len(n.Alerts))
+	out := make([]Alert, len(n.Alerts))
 	for i := range n.Alerts {
 		a := &n.Alerts[i]
 		end := a.EndsAt
@@ -159,7 +151,8 @@ func renderAlertmanager(n *Notification, now time.Time, valid time.Duration) ([]
 				end = until
 			}
 		}
-		out[i] = postableAlert{Labels: a.Labels, Annotations: a.Annotations, StartsAt: a.StartsAt, EndsAt: end, GeneratorURL: a.GeneratorURL}
+		out[i] = *a
+		out[i].EndsAt = end
 	}
 	return json.Marshal(out)
 }

@@ -119,7 +119,7 @@ func TestAlertmanagerEndsAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []postableAlert
+	var got []Alert
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ type delivery struct {
 	ID      string
 	Header  http.Header
 	Body    []byte
-	Webhook WebhookMessage  // for webhook receivers
-	Alerts  []postableAlert // for Alertmanager receivers
+	Webhook WebhookMessage // for webhook receivers
+	Alerts  []Alert        // for Alertmanager receivers
 }
 
 func newSink(t *testing.T) *sink {
