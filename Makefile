@@ -19,22 +19,24 @@ build:
 test: test-deps
 	$(GO) test -count=1 -timeout 20m ./...
 
-# Debian packages the tests use: Chromium renders the capacity report in
-# cluster/report's browser test; Prometheus remote-writes to a real mds in
-# cmd/ballast's TestPrometheusRemoteWriteLosesNothing. Installed when missing
-# and we may (root); the tests skip with the reason otherwise.
+# Debian packages the tests use, as COMMAND:PACKAGE. Chromium renders the
+# capacity report in cluster/report's browser test; Prometheus remote-writes
+# to a real mds in cmd/ballast's TestPrometheusRemoteWriteLosesNothing;
+# promtool (prometheus), Alertmanager and vmalert (victoria-metrics) check
+# the alerting rules and senders in deploy/alerts. Installed when missing
+# and we may (root); otherwise the tests that need them skip and say why.
+TEST_DEPS := chromium:chromium prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager vmalert:victoria-metrics
+
 test-deps:
-	@for spec in chromium:chromium prometheus:prometheus; do \
-		cmd=$${spec%%:*}; pkg=$${spec##*:}; \
-		if ! command -v $$cmd >/dev/null 2>&1; then \
-			if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-				echo "installing Debian package $$pkg for the tests that use it"; \
-				(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg >/dev/null) || echo "warning: could not install $$pkg; the tests that need it will be skipped"; \
-			else \
-				echo "note: $$cmd is not installed and this is not root; the tests that need it will be skipped (apt-get install $$pkg)"; \
-			fi; \
+	@missing=""; for d in $(TEST_DEPS); do command -v "$${d%%:*}" >/dev/null 2>&1 || case " $$missing " in *" $${d#*:} "*) ;; *) missing="$$missing $${d#*:}";; esac; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian packages for the tests:$$missing"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null) || echo "warning: could not install$$missing; the tests that need them will be skipped"; \
+		else \
+			echo "note: not installed and this is not root:$$missing; the tests that need them will be skipped (apt-get install$$missing)"; \
 		fi; \
-	done
+	fi
 
 # Soak and fuzz runs that do not fit the CI budget.
 FUZZTIME ?= 2m

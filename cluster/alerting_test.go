@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ballast-io/ballast/actuator/alert"
+	"github.com/ballast-io/ballast/cluster/analysis"
 )
 
 // TestAlertingConfigRejectsBadReceivers: a bad receiver stops the mds at
@@ -88,5 +91,37 @@ alerting:
 	}
 	if _, err := c.Alerting.Receiver("pager"); err == nil || !strings.Contains(err.Error(), `unknown receiver "pager"; alerting.receivers are oncall, chat`) {
 		t.Errorf("unknown receiver: got %v", err)
+	}
+}
+
+// TestEveryAlertKindHasARunbook: runbook_url points at docs/alerting.md#KIND
+// for every finding and action kind, and the shipped rules link their own
+// sections; each must exist.
+func TestEveryAlertKindHasARunbook(t *testing.T) {
+	doc, err := os.ReadFile("../docs/alerting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile("../deploy/alerts/ballast-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{}
+	for _, l := range strings.Split(string(doc), "\n") {
+		if h, ok := strings.CutPrefix(l, "### "); ok {
+			sections[strings.ToLower(strings.TrimSpace(h))] = true
+		}
+	}
+	want := append(analysis.Kinds(), alert.ActionKinds()...)
+	want = append(want, alert.KindTest)
+	for _, l := range strings.Split(string(rules), "\n") {
+		if _, anchor, ok := strings.Cut(l, "docs/alerting.md#"); ok && !strings.Contains(anchor, "{{") {
+			want = append(want, strings.TrimSuffix(strings.TrimSpace(anchor), `"`))
+		}
+	}
+	for _, k := range want {
+		if !sections[strings.ToLower(k)] {
+			t.Errorf("docs/alerting.md has no runbook section %q", "### "+k)
+		}
 	}
 }

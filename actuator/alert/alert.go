@@ -73,9 +73,11 @@ const (
 	AnnotationGPUHoursLost = "gpu_hours_lost"
 	AnnotationWindow       = "predicted_window"
 	AnnotationRunbook      = "runbook_url"
-	AnnotationDashboard    = "dashboard_url"
+	AnnotationDashboard    = "dashboardURL"
 	AnnotationFindingID    = "finding_id"
 	AnnotationScore        = "score"
+	AnnotationApproveURL   = "approve_url"
+	AnnotationRejectURL    = "reject_url"
 )
 
 // maxDescription bounds the description annotation (the evidence list), in
@@ -104,15 +106,15 @@ var subjectLabels = map[models.SubjectKind]string{
 	models.SubjectPool: "pool", models.SubjectGPU: "gpu",
 }
 
-// setSubject sets the label of s, and for drives (device subjects named
-// "<node>/<controller>" by the drive-health stage) drive and node instead.
+// setSubject sets the label of s. A drive (a device subject named
+// "<node>/<drive>" by the drive-health stage) sets ds and drive instead,
+// as the Grafana dashboards name them (docs/grafana.md).
 func setSubject(ls map[string]string, kind string, s models.Subject) {
-	if strings.HasPrefix(kind, "drive_") && s.Kind == models.SubjectDevice {
-		ls["drive"] = s.ID
-		if node, _, ok := strings.Cut(s.ID, "/"); ok {
-			ls["node"] = node
+	if s.Kind == models.SubjectDevice {
+		if ds, drive, ok := strings.Cut(s.ID, "/"); ok {
+			ls["ds"], ls["drive"] = ds, drive
+			return
 		}
-		return
 	}
 	if name, ok := subjectLabels[s.Kind]; ok {
 		if _, set := ls[name]; !set {
@@ -336,8 +338,12 @@ func (l *Labeler) FromAction(a *models.Action, eventFor time.Duration) (Alert, b
 	if start.IsZero() {
 		start = a.Created
 	}
-	al := Alert{Labels: ls, Annotations: an, StartsAt: start.UTC(),
-		GeneratorURL: strings.TrimRight(l.ExternalURL, "/") + "/api/v1/actions?" + url.Values{"id": {a.ID}}.Encode()}
+	actionURL := strings.TrimRight(l.ExternalURL, "/") + "/api/v1/actions/" + a.ID
+	if kind == KindActionAwaitingApproval {
+		// What an approval bot POSTs to decide (docs/actions.md).
+		an[AnnotationApproveURL], an[AnnotationRejectURL] = actionURL+"/approve", actionURL+"/reject"
+	}
+	al := Alert{Labels: ls, Annotations: an, StartsAt: start.UTC(), GeneratorURL: actionURL}
 	if !whileInState {
 		al.EndsAt = start.Add(eventFor).UTC()
 	}

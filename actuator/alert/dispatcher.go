@@ -462,6 +462,11 @@ func (d *Dispatcher) track(a Alert, source string, now time.Time) bool {
 	if t.Source != source && a.Resolved(now) && !t.Alert.Resolved(now) {
 		return false
 	}
+	// The same finding re-detected after a restart keeps its first start,
+	// as the journal does.
+	if t.Source == source && !t.Alert.Resolved(now) && a.StartsAt.After(t.Alert.StartsAt) {
+		a.StartsAt = t.Alert.StartsAt
+	}
 	material := t.Source != source || !t.Alert.StartsAt.Equal(a.StartsAt) || !t.Alert.EndsAt.Equal(a.EndsAt)
 	t.Alert, t.Source, t.Seen = a, source, now
 	return material

@@ -82,7 +82,7 @@ func TestWebhookPayloadGolden(t *testing.T) {
 	}
 	if m.Version != "4" || m.Status != "firing" || m.Alerts[0].Status != "firing" || m.Alerts[1].Status != "resolved" ||
 		m.CommonLabels["cluster"] != "prod-a" || m.Alerts[0].Annotations[AnnotationGPUHoursLost] != "1.25" ||
-		m.Alerts[0].Labels["ds"] != "10.0.0.4:2049" || m.Alerts[1].Labels["drive"] != "ds03/nvme2" || m.Alerts[1].Labels["node"] != "ds03" {
+		m.Alerts[0].Labels["ds"] != "10.0.0.4:2049" || m.Alerts[1].Labels["drive"] != "nvme2" || m.Alerts[1].Labels["ds"] != "ds03" {
 		t.Errorf("decoded message: got %+v", m)
 	}
 	if len(m.Alerts[0].Fingerprint) != 16 {
@@ -133,7 +133,8 @@ func TestActionAlerts(t *testing.T) {
 	a := models.Action{ID: "evacuate/ds03/nvme2", Kind: models.ActionEvacuateDevice, Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds03/nvme2"},
 		State: "awaiting_approval", Created: created, Updated: created.Add(time.Minute), Reason: "failure risk", Params: map[string]string{"to": "ds04"}}
 	al, ok := sampleLabeler.FromAction(&a, time.Hour)
-	if !ok || al.Labels[LabelAlertname] != KindActionAwaitingApproval || !al.EndsAt.IsZero() || al.Labels[LabelActionID] != a.ID {
+	if !ok || al.Labels[LabelAlertname] != KindActionAwaitingApproval || !al.EndsAt.IsZero() || al.Labels[LabelActionID] != a.ID ||
+		al.Annotations[AnnotationApproveURL] != "http://mds01:9750/api/v1/actions/evacuate/ds03/nvme2/approve" {
 		t.Errorf("awaiting approval: got %+v; want a firing action_awaiting_approval without an end", al)
 	}
 	a.State = models.ActionFailed
