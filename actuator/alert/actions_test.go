@@ -60,3 +60,31 @@ func TestActionsBecomeAlerts(t *testing.T) {
 		}
 	}
 }
+
+// TestSeverityChangeEndsTheOldAlert: severity is a label, so a finding
+// whose severity rises becomes a new alert; the old one resolves at once
+// rather than lingering until resolve_timeout.
+func TestSeverityChangeEndsTheOldAlert(t *testing.T) {
+	s := newSink(t)
+	r := webhook("chat", s)
+	r.GroupBy = []string{LabelAlertname}
+	d := startDispatcher(t, testOptions(t, nil, r))
+	ctx := context.Background()
+	f := hot("d1", t0)
+	d.Reconcile(ctx, t0, []models.Finding{f})
+	f.Severity, f.LastSeen = models.SeverityCritical, t0.Add(5*time.Second)
+	for i := 5; i < 8; i++ {
+		d.Reconcile(ctx, t0.Add(time.Duration(i)*time.Second), []models.Finding{f})
+	}
+	got := s.deliveries()
+	if len(got) != 2 {
+		t.Fatalf("got %d notifications; want 2", len(got))
+	}
+	var last []string
+	for _, a := range got[1].Webhook.Alerts {
+		last = append(last, a.Labels[LabelSeverity]+"="+a.Status)
+	}
+	if len(last) != 2 || last[0] != "critical=firing" || last[1] != "warning=resolved" {
+		t.Errorf("second notification: got %v; want critical firing and warning resolved", last)
+	}
+}

@@ -342,13 +342,22 @@ func (d *Dispatcher) Reconcile(ctx context.Context, now time.Time, findings []mo
 func (d *Dispatcher) decide(now time.Time, findings []models.Finding) error {
 	st := d.st
 	material := false
+	bySource := d.firingBySource(now)
 	for i := range findings {
 		a := d.opts.Labeler.FromFinding(&findings[i])
-		material = d.track(a, "finding:"+findings[i].ID, now) || material
+		src := "finding:" + findings[i].ID
+		material = d.track(a, src, now) || material
+		// A finding whose labels changed (its severity rose) is a new
+		// alert; the old one ends.
+		end := now
+		if a.Resolved(now) {
+			end = a.EndsAt
+		}
+		material = d.supersede(bySource[src], a.Fingerprint(), end, "the finding is now alerted as "+a.Labels[LabelAlertname]+" with severity "+a.Labels[LabelSeverity]) || material
 	}
 	var errs []error
 	if d.opts.Actions != nil {
-		m, err := d.trackActions(now)
+		m, err := d.trackActions(now, bySource)
 		material = m || material
 		if err != nil {
 			errs = append(errs, err)
@@ -474,16 +483,10 @@ func (d *Dispatcher) track(a Alert, source string, now time.Time) bool {
 
 // trackActions derives the alert of every journaled action's current
 // state, and resolves the alert of a state the action has left.
-func (d *Dispatcher) trackActions(now time.Time) (bool, error) {
+func (d *Dispatcher) trackActions(now time.Time, bySource map[string][]string) (bool, error) {
 	acts, err := d.opts.Actions.Actions()
 	if err != nil {
 		return false, fmt.Errorf("cannot read actions for alerts: %w", err)
-	}
-	bySource := map[string][]string{}
-	for fp, t := range d.st.Alerts {
-		if strings.HasPrefix(t.Source, "action:") {
-			bySource[t.Source] = append(bySource[t.Source], fp)
-		}
 	}
 	material := false
 	for i := range acts {
@@ -494,20 +497,42 @@ func (d *Dispatcher) trackActions(now time.Time) (bool, error) {
 			cur = a.Fingerprint()
 			material = d.track(a, src, now) || material
 		}
-		for _, fp := range bySource[src] {
-			t := d.st.Alerts[fp]
-			if fp == cur || t.Alert.Resolved(now) {
-				continue
-			}
-			end := act.Updated
-			if end.IsZero() || end.After(now) {
-				end = now
-			}
-			t.Alert.EndsAt = end.UTC()
-			material = true
+		end := act.Updated
+		if end.IsZero() || end.After(now) {
+			end = now
 		}
+		material = d.supersede(bySource[src], cur, end, "the action is now "+string(act.State)) || material
 	}
 	return material, nil
+}
+
+// firingBySource indexes the firing alerts by the finding or action they
+// come from.
+func (d *Dispatcher) firingBySource(now time.Time) map[string][]string {
+	out := map[string][]string{}
+	for _, fp := range slices.Sorted(maps.Keys(d.st.Alerts)) {
+		if t := d.st.Alerts[fp]; !t.Alert.Resolved(now) {
+			out[t.Source] = append(out[t.Source], fp)
+		}
+	}
+	return out
+}
+
+// supersede resolves at end the firing alerts fps of one source other than
+// keep: the source is now alerted as keep, or (keep "") not at all.
+func (d *Dispatcher) supersede(fps []string, keep string, end time.Time, reason string) bool {
+	material := false
+	for _, fp := range fps {
+		t := d.st.Alerts[fp]
+		if fp == keep || t == nil || !t.Alert.EndsAt.IsZero() && !t.Alert.EndsAt.After(end) {
+			continue
+		}
+		t.Alert.EndsAt = end.UTC()
+		t.Alert.Annotations = maps.Clone(t.Alert.Annotations)
+		t.Alert.Annotations["resolved_reason"] = reason
+		material = true
+	}
+	return material
 }
 
 // groupWebhook feeds receiver r's groups and flushes the due ones.

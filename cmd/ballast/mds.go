@@ -15,8 +15,9 @@ Runs the metadata-server role: the embedded VictoriaMetrics store, the
 Prometheus-compatible query API (/api/v1/query, /api/v1/query_range,
 /api/v1/series, /api/v1/labels, /api/v1/label/NAME/values), the push
 endpoints (/api/v1/import/prometheus, /api/v1/write), the scraper of ds and
-client agents, and the analysis pipeline. /metrics, /healthz and /readyz
-report on ballast itself.
+client agents, the analysis pipeline, and the alert senders that deliver
+findings and actions to Alertmanager and webhooks (alerting: in the config,
+docs/alerting.md). /metrics, /healthz and /readyz report on ballast itself.
 
 Configuration comes from --config (YAML, see docs/config.md); the flags
 below override the file. SIGINT or SIGTERM stops it cleanly, flushing data
