@@ -375,3 +375,42 @@ func TestTLSWithCAFile(t *testing.T) {
 		t.Errorf("with the CA file: receiver got %d notifications; want 1", got)
 	}
 }
+
+// TestAlertmanagerResend: as Prometheus does, a firing alert is resent
+// every resend_delay with endsAt set ahead, and a resolved one is sent at
+// once with its end and resent until resolved_retention has passed.
+func TestAlertmanagerResend(t *testing.T) {
+	s := newSink(t)
+	o := testOptions(t, nil, ReceiverOptions{Name: "am", Type: TypeAlertmanager, URL: s.srv.URL, Timeout: time.Second})
+	o.ResendDelay, o.ResolvedRetention, o.Tick = time.Minute, 3*time.Minute, 10*time.Second
+	d := startDispatcher(t, o)
+	ctx := context.Background()
+	f := hot("d1", t0)
+	end := t0.Add(150*time.Second + 3*time.Second)
+	var sentAt []time.Duration
+	for at := time.Duration(0); at <= 8*time.Minute; at += 10 * time.Second {
+		now := t0.Add(at)
+		f.LastSeen = now
+		if !now.Before(end) {
+			f.End = end
+		}
+		before := len(s.deliveries())
+		d.Reconcile(ctx, now, []models.Finding{f})
+		if got := s.deliveries(); len(got) > before {
+			sentAt = append(sentAt, at)
+			a := got[len(got)-1].Alerts[0]
+			switch {
+			case now.Before(end) && !a.EndsAt.Equal(now.Add(4*time.Minute)):
+				t.Errorf("at %s: firing endsAt %s; want now + 4 × resend_delay", at, a.EndsAt)
+			case !now.Before(end) && !a.EndsAt.Equal(end):
+				t.Errorf("at %s: resolved endsAt %s; want the end %s", at, a.EndsAt, end)
+			}
+		}
+	}
+	// Fires at 0, resent at 1m and 2m; resolved at 2m40s (the tick after
+	// 2m33s), resent at 3m40s and 4m40s; 5m33s is past the retention.
+	want := []time.Duration{0, time.Minute, 2 * time.Minute, 160 * time.Second, 220 * time.Second, 280 * time.Second}
+	if fmt.Sprint(sentAt) != fmt.Sprint(want) {
+		t.Errorf("posts at %v; want %v", sentAt, want)
+	}
+}
