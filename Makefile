@@ -23,9 +23,13 @@ test: test-deps
 # capacity report in cluster/report's browser test; Prometheus remote-writes
 # to a real mds in cmd/ballast's TestPrometheusRemoteWriteLosesNothing;
 # promtool (prometheus), Alertmanager and vmalert (victoria-metrics) check
-# the alerting rules and senders in deploy/alerts. Installed when missing
-# and we may (root); otherwise the tests that need them skip and say why.
-TEST_DEPS := chromium:chromium prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager vmalert:victoria-metrics
+# the alerting rules and senders in deploy/alerts; victoria-metrics and
+# prometheus (with its remote-write receiver) are remote stores in
+# storage/remote, and etcd (etcd-server) the HA pair's coordinator in
+# cluster/ha. Installed when missing and we may (root); otherwise the tests
+# that need them skip and say why. The VictoriaMetrics cluster binaries are
+# not packaged: tests take them from ../shared/tools/victoriametrics-cluster.
+TEST_DEPS := chromium:chromium prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager vmalert:victoria-metrics victoria-metrics:victoria-metrics etcd:etcd-server
 
 test-deps:
 	@missing=""; for d in $(TEST_DEPS); do command -v "$${d%%:*}" >/dev/null 2>&1 || case " $$missing " in *" $${d#*:} "*) ;; *) missing="$$missing $${d#*:}";; esac; done; \

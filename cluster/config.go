@@ -83,14 +83,59 @@ type TelemetryConfig struct {
 	SampleRatio float64 `yaml:"sample_ratio"`
 }
 
-// StorageConfig configures the embedded time-series store.
+// Storage backends.
+const (
+	BackendEmbedded = "embedded"
+	BackendRemote   = "remote"
+)
+
+// StorageConfig configures the time-series store: the embedded
+// VictoriaMetrics (default) or a remote engine (docs/storage.md).
 type StorageConfig struct {
+	// Backend is embedded or remote.
+	Backend          string   `yaml:"backend"`
 	Retention        Duration `yaml:"retention"`
 	FlushInterval    Duration `yaml:"flush_interval"`
 	MinFreeDiskBytes int64    `yaml:"min_free_disk_bytes"`
 	MemoryBytes      int64    `yaml:"memory_bytes"`
 	QueryCache       bool     `yaml:"query_cache"`
 	LatencyOffset    Duration `yaml:"latency_offset"`
+	// Remote is used when Backend is remote.
+	Remote RemoteConfig `yaml:"remote"`
+}
+
+// RemoteConfig is a remote store: Prometheus remote write out, the
+// Prometheus HTTP API in (a VictoriaMetrics cluster, single-node
+// VictoriaMetrics, Prometheus).
+type RemoteConfig struct {
+	WriteURL        string          `yaml:"write_url"`
+	QueryURL        string          `yaml:"query_url"`
+	Tenant          string          `yaml:"tenant"`
+	BearerTokenFile string          `yaml:"bearer_token_file"`
+	BasicAuth       BasicAuthConfig `yaml:"basic_auth"`
+	TLS             TLSClientConfig `yaml:"tls"`
+	QueueMaxBytes   int64           `yaml:"queue_max_bytes"`
+	BlockSamples    int             `yaml:"block_samples"`
+	BlockInterval   Duration        `yaml:"block_interval"`
+	Timeout         Duration        `yaml:"timeout"`
+	RetryMin        Duration        `yaml:"retry_min"`
+	RetryMax        Duration        `yaml:"retry_max"`
+	FlushURLs       []string        `yaml:"flush_urls"`
+}
+
+// BasicAuthConfig is HTTP basic auth with the password in a file.
+type BasicAuthConfig struct {
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// TLSClientConfig is how ballast checks a server and presents itself.
+type TLSClientConfig struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
 // IngestConfig bounds the push endpoints.
@@ -184,11 +229,20 @@ func DefaultMDSConfig() MDSConfig {
 		DataDir:  "ballast-data",
 		LogLevel: "info",
 		Storage: StorageConfig{
+			Backend:          BackendEmbedded,
 			Retention:        Duration(30 * 24 * time.Hour),
 			FlushInterval:    Duration(5 * time.Second),
 			MinFreeDiskBytes: 100e6,
 			QueryCache:       true,
 			LatencyOffset:    0,
+			Remote: RemoteConfig{
+				QueueMaxBytes: 1 << 30,
+				BlockSamples:  10000,
+				BlockInterval: Duration(time.Second),
+				Timeout:       Duration(30 * time.Second),
+				RetryMin:      Duration(500 * time.Millisecond),
+				RetryMax:      Duration(time.Minute),
+			},
 		},
 		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20},
 		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second)},
@@ -242,6 +296,14 @@ func (c *MDSConfig) Validate() error {
 	}
 	if s.LatencyOffset < 0 {
 		errs = append(errs, fmt.Errorf("storage.latency_offset: %s is negative", s.LatencyOffset))
+	}
+	switch s.Backend {
+	case BackendEmbedded:
+	case BackendRemote:
+		o := c.RemoteOptions()
+		errs = append(errs, o.Validate())
+	default:
+		errs = append(errs, fmt.Errorf("storage.backend: %q is not %q or %q", s.Backend, BackendEmbedded, BackendRemote))
 	}
 	if c.Ingest.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("ingest.max_body_bytes: %d is below the minimum of 1024", c.Ingest.MaxBodyBytes))

@@ -57,6 +57,10 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 		{"role: mds\ningest:\n  max_body_bytes: 10\n", "ingest.max_body_bytes: 10 is below the minimum of 1024"},
 		{"role: mds\ntelemetry:\n  sample_ratio: 2\n", "telemetry.sample_ratio: 2 is outside [0, 1]"},
 		{"role: mds\nstorage:\n  flush_interval: 100ms\n", "storage.flush_interval: 100ms is below the minimum of 1s"},
+		{"role: mds\nstorage:\n  backend: s3\n", `storage.backend: "s3" is not "embedded" or "remote"`},
+		{"role: mds\nstorage:\n  backend: remote\n", "storage.remote.write_url: must not be empty"},
+		{"role: mds\nstorage:\n  backend: remote\n  remote: {write_url: 'http://a/w', query_url: 'http://b', tenant: x}\n", `storage.remote.tenant: "x" is not accountID`},
+		{"role: mds\nstorage:\n  backend: remote\n  remote: {write_url: 'http://a/w', query_url: 'http://b', queue_max_bytes: 5}\n", "storage.remote.queue_max_bytes: 5 is below the minimum"},
 		{"role: ds\nroots:\n  proc: ''\n", "roots.proc: must not be empty"},
 		{"role: client\ncollectors: {dcgm: maybe}\n", "collectors.dcgm: cannot unmarshal"},
 		{"role: gateway\n", `role: "gateway" is not mds, ds or client`},
@@ -79,5 +83,20 @@ func TestParseDuration(t *testing.T) {
 	}
 	if Duration(30*24*time.Hour).String() != "30d" {
 		t.Errorf("got %q; want 30d", Duration(30*24*time.Hour).String())
+	}
+}
+
+func TestApplyStoreFlag(t *testing.T) {
+	var s StorageConfig
+	if err := ApplyStoreFlag(&s, "remote=http://vm:8428/", nil); err != nil || s.Backend != BackendRemote || s.Remote.WriteURL != "http://vm:8428/api/v1/write" || s.Remote.QueryURL != "http://vm:8428" {
+		t.Errorf("remote=URL: got %+v, %v; want write URL/api/v1/write and query URL", s, err)
+	}
+	if err := ApplyStoreFlag(&s, "remote=http://i/insert/0/prometheus/api/v1/write,http://s/select/0/prometheus", []string{"http://f"}); err != nil || s.Remote.WriteURL != "http://i/insert/0/prometheus/api/v1/write" || s.Remote.QueryURL != "http://s/select/0/prometheus" || len(s.Remote.FlushURLs) != 1 {
+		t.Errorf("remote=W,Q: got %+v, %v", s, err)
+	}
+	for _, bad := range []string{"remote", "s3", "remote=a,b,c"} {
+		if err := ApplyStoreFlag(&s, bad, nil); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("--store %q: got %v; want an error naming it", bad, err)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -172,7 +171,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		}
 	}()
 	c := &m.cfg
-	if m.store, err = openStore(c); err != nil {
+	if m.store, err = openStore(c, m.version, m.logger, m.set); err != nil {
 		return err
 	}
 	if m.journal, err = storage.OpenJournal(m.store.DataDir()); err != nil {
@@ -203,7 +202,9 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 
 	m.server = NewServer(c.Listen, m.set, m.logger)
-	m.server.AddMetricsWriter(func(w io.Writer) { metrics.WritePrometheus(w, false) })
+	if mw, ok := m.store.(storage.MetricsWriter); ok {
+		m.server.AddMetricsWriter(mw.WriteMetrics)
+	}
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
 	m.server.Handle(storage.PathImportPrometheus, ih)
 	m.server.Handle(storage.PathRemoteWrite, ih)
@@ -330,28 +331,6 @@ func (m *MDS) servePipelineStatus(w http.ResponseWriter, r *http.Request) {
 		Status string         `json:"status"`
 		Data   PipelineStatus `json:"data"`
 	}{"success", st})
-}
-
-// openStore opens the configured storage backend.
-func openStore(c *MDSConfig) (storage.Store, error) {
-	latency := time.Duration(c.Storage.LatencyOffset)
-	if latency == 0 {
-		latency = -1 // storage.Options: negative means none
-	}
-	st, err := storage.OpenEmbedded(storage.Options{
-		DataDir:           c.DataDir,
-		Retention:         time.Duration(c.Storage.Retention),
-		FlushInterval:     time.Duration(c.Storage.FlushInterval),
-		MinFreeDiskBytes:  c.Storage.MinFreeDiskBytes,
-		MemoryBytes:       c.Storage.MemoryBytes,
-		DisableQueryCache: !c.Storage.QueryCache,
-		LatencyOffset:     latency,
-		LogLevel:          vmLogLevel(c.LogLevel),
-	})
-	if err != nil {
-		return nil, err // not a typed nil in the interface
-	}
-	return st, nil
 }
 
 // Stop reverses Start: pipeline, alert delivery, scraper, listener, traces, then the store

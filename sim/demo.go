@@ -49,6 +49,13 @@ type DemoOptions struct {
 	Export bool
 	// Listen is the query API address; empty means 127.0.0.1:9750.
 	Listen string
+	// Store selects the backend as `--store` does (cluster.ApplyStoreFlag):
+	// empty or "embedded", or "remote=URL[,QUERY_URL]"; StoreFlushURLs and
+	// StoreTenant complete a remote one. Point a remote demo at an empty
+	// tenant: the analyzers read whatever else lies in its time range.
+	Store          string
+	StoreFlushURLs []string
+	StoreTenant    string
 	// ScrapeInterval is the simulated scrape and analysis cadence; default 10s.
 	ScrapeInterval time.Duration
 	// Progress is called about every ProgressEvery of wall time.
@@ -120,6 +127,15 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	cfg := demoConfig(opts)
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", cfg.DataDir, err)
+	}
+	if opts.Store != "" {
+		if err := cluster.ApplyStoreFlag(&cfg.Storage, opts.Store, opts.StoreFlushURLs); err != nil {
+			return nil, err
+		}
+		cfg.Storage.Remote.Tenant = opts.StoreTenant
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	d := &Demo{opts: opts, tw: tw}
 	d.mds = cluster.NewMDS(cfg, cluster.Runtime{

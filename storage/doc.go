@@ -7,12 +7,14 @@
 // Embedded can be open in a process at a time; OpenEmbedded refuses a second.
 //
 // The rest of ballast sees storage through two small interfaces, Appender and
-// Querier, so a remote backend (vminsert/vmselect) can replace the embedded
-// one without touching callers.
+// Querier, so the remote backend (storage/remote: remote write to vminsert or
+// any receiver, queries against vmselect or any Prometheus API) replaces the
+// embedded one without touching callers.
 package storage
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"time"
 
@@ -44,8 +46,8 @@ type Series struct {
 // Label returns the value of label name, or "".
 func (s *Series) Label(name string) string { return models.LabelValue(s.Labels, name) }
 
-// Store is a backend of the mds: the embedded VictoriaMetrics store, or
-// (later) a remote one. The mds assembly holds it; everything else sees only
+// Store is a backend of the mds: the embedded VictoriaMetrics store, or a
+// remote one (storage/remote). The mds assembly holds it; everything else sees only
 // the Appender, Querier or BatchWriter part it needs.
 type Store interface {
 	Appender
@@ -69,3 +71,10 @@ type Store interface {
 }
 
 var _ Store = (*Embedded)(nil)
+
+// MetricsWriter is a Store whose engine keeps its own process metrics
+// (VictoriaMetrics' default metrics set for the embedded store); the mds
+// appends them to its /metrics.
+type MetricsWriter interface {
+	WriteMetrics(w io.Writer)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmstorage"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/logger"
 	vmstorage_lib "github.com/VictoriaMetrics/VictoriaMetrics/lib/storage"
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage/ingest"
@@ -139,18 +141,11 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	if openedOnce {
 		return nil, fmt.Errorf("cannot open storage at %q: an embedded store was already opened in this process", o.DataDir)
 	}
-	dir, err := filepath.Abs(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("cannot resolve data dir %q: %w", o.DataDir, err)
-	}
-	o.DataDir = dir
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create data dir %q: %w", dir, err)
-	}
-	lock, err := lockDataDir(dir)
+	dir, lock, err := LockDataDir(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
+	o.DataDir = dir
 	if err := setVMFlags(&o); err != nil {
 		lock.Close()
 		return nil, err
@@ -162,10 +157,24 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	return &Embedded{opts: o, lock: lock}, nil
 }
 
-// lockDataDir takes an exclusive, non-blocking flock on DIR/ballast.lock and
-// writes our pid into it, so a second process fails with a clear error
-// before VictoriaMetrics' own lock would make it exit.
-func lockDataDir(dir string) (*os.File, error) {
+// LockDataDir makes dir absolute, creates it, and takes an exclusive,
+// non-blocking flock on DIR/ballast.lock with our pid in it, so that a
+// second process on the same data dir — embedded store or remote queue —
+// fails with a clear error (and before VictoriaMetrics' own lock would make
+// it exit). It returns the absolute dir and the lock to close on release.
+func LockDataDir(dir string) (string, *os.File, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot resolve data dir %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", nil, fmt.Errorf("cannot create data dir %q: %w", abs, err)
+	}
+	f, err := lockFile(abs)
+	return abs, f, err
+}
+
+func lockFile(dir string) (*os.File, error) {
 	path := filepath.Join(dir, "ballast.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -231,6 +240,11 @@ func SetVMFlags(set map[string]string) error {
 	return nil
 }
 
+// WriteMetrics writes VictoriaMetrics' own metrics (storage, query engine,
+// scraper) in Prometheus text format. Their gauges read the embedded
+// store's state, so only an open Embedded may write them.
+func (e *Embedded) WriteMetrics(w io.Writer) { metrics.WritePrometheus(w, false) }
+
 // DataDir returns the absolute data directory.
 func (e *Embedded) DataDir() string { return e.opts.DataDir }
 
@@ -246,21 +260,33 @@ var ErrReadOnly = errors.New("storage is read-only: free disk space is below the
 // Append validates samples and writes them. Validation covers the whole batch
 // first, so an error means nothing was written.
 func (e *Embedded) Append(ctx context.Context, samples []models.Sample) error {
+	return AppendVia(e, samples)
+}
+
+// AppendVia validates samples against w's limits at the wall clock and
+// writes them with one WriteBatch: every backend's Append. An error means
+// nothing was written.
+func AppendVia(w BatchWriter, samples []models.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
 	var b ingest.Batch
-	lim := e.Limits(time.Now())
+	lim := w.Limits(time.Now())
 	if err := b.AddSamples(samples, &lim); err != nil {
 		return err
 	}
-	return e.WriteBatch(&b)
+	return w.WriteBatch(&b)
 }
 
 // Limits returns the ingest limits implied by the retention at now.
-func (e *Embedded) Limits(now time.Time) ingest.Limits {
+func (e *Embedded) Limits(now time.Time) ingest.Limits { return RetentionLimits(now, e.opts.Retention) }
+
+// RetentionLimits are the ingest limits of a store keeping retention at
+// now: an hour's margin inside the retention (VictoriaMetrics drops older
+// rows silently) and at most two days ahead (it drops those too).
+func RetentionLimits(now time.Time, retention time.Duration) ingest.Limits {
 	return ingest.Limits{
-		MinTimestamp:     now.Add(-e.opts.Retention).Add(time.Hour).UnixMilli(),
+		MinTimestamp:     now.Add(-retention).Add(time.Hour).UnixMilli(),
 		MaxTimestamp:     now.Add(2 * 24 * time.Hour).Add(-time.Hour).UnixMilli(),
 		DefaultTimestamp: now.UnixMilli(),
 	}

@@ -22,7 +22,7 @@ import (
 )
 
 // BatchWriter is what the ingest endpoints write to: the embedded store, or
-// later a remote one.
+// the remote one (storage/remote).
 type BatchWriter interface {
 	// Limits returns the timestamp bounds for data arriving at now.
 	Limits(now time.Time) ingest.Limits

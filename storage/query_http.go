@@ -36,6 +36,23 @@ func (e *Embedded) QueryHandler() http.Handler {
 	})
 }
 
+// PrometheusErrors wraps a Prometheus-API handler (a proxy to a remote
+// engine) so that its error answers take Prometheus' shape and types, as the
+// embedded QueryHandler's do: VictoriaMetrics' errorType "422" becomes
+// "bad_data" with 400, and a non-JSON error body becomes the error message.
+// Successful answers pass through untouched.
+func PrometheusErrors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ew := &errorRewriter{ResponseWriter: w}
+		h.ServeHTTP(ew, r)
+		ew.finish()
+	})
+}
+
+// WriteAPIError answers with a Prometheus API error body whose errorType
+// follows code (bad_data, unavailable, timeout, internal, …).
+func WriteAPIError(w http.ResponseWriter, code int, err error) { writeAPIError(w, code, err) }
+
 type errNotFound string
 
 func (p errNotFound) Error() string { return "no API endpoint at " + string(p) }

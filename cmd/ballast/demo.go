@@ -31,6 +31,9 @@ writes OUT/summary.json, OUT/truth.jsonl (the twin's ground truth),
 OUT/findings.jsonl and OUT/actions.jsonl, and the capacity forecasts
 report (OUT/report/report.html, .md, .json, read from the store as
 'ballast report capacity' reads an mds); the store is in OUT/data.
+With --store remote=URL the samples go to a remote engine instead (a
+VictoriaMetrics cluster, VictoriaMetrics, Prometheus; docs/storage.md) and
+OUT/data holds only the queue and the journals; use an empty tenant.
 With --serve the mds stays up afterwards until SIGINT or SIGTERM: the
 built-in console at http://LISTEN/ui/ (findings, actions, heat map, GPU
 time lost, checkpoint forecasts, capacity report), the Prometheus query
@@ -57,6 +60,10 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress line")
 	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
+	store := fs.String("store", "embedded", cluster.StoreFlagUsage)
+	var flushURLs stringList
+	fs.Var(&flushURLs, "store-flush-url", "with --store remote=…: a URL Flush requests so that recent writes are searchable at once (each vmstorage's /internal/force_flush); repeatable")
+	tenant := fs.String("store-tenant", "", "with --store remote=…: VictoriaMetrics cluster tenant accountID[:projectID]; the URLs are then vminsert's and vmselect's roots")
 	export := fs.Bool("export", false, "also write every stored sample to OUT/telemetry.jsonl (VictoriaMetrics export format), to compare runs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -99,6 +106,9 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 		Export:         *export,
 		OutDir:         *out,
 		Listen:         *listen,
+		Store:          *store,
+		StoreFlushURLs: flushURLs,
+		StoreTenant:    *tenant,
 		ScrapeInterval: *scrape,
 		Progress:       progressPrinter(env.stderr, *quiet),
 		Logger:         logger,

@@ -24,14 +24,7 @@ func TestDemoIsDeterministic(t *testing.T) {
 	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	run(a)
 	run(b)
-	read := func(dir, f string) []byte {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	read := func(dir, f string) []byte { return readOut(t, dir, f) }
 	if x, y := read(a, "truth.jsonl"), read(b, "truth.jsonl"); len(x) == 0 || !bytes.Equal(x, y) {
 		t.Errorf("truth.jsonl differs between two runs with the same seed (%d vs %d bytes)", len(x), len(y))
 	}

@@ -11,7 +11,8 @@ import (
 
 const mdsUsage = `Usage: ballast mds [flags]
 
-Runs the metadata-server role: the embedded VictoriaMetrics store, the
+Runs the metadata-server role: the store (embedded VictoriaMetrics, or a
+remote engine with --store remote=… or storage.backend: remote), the
 Prometheus-compatible query API (/api/v1/query, /api/v1/query_range,
 /api/v1/series, /api/v1/labels, /api/v1/label/NAME/values), the push
 endpoints (/api/v1/import/prometheus, /api/v1/write), the scraper of ds and
@@ -32,6 +33,8 @@ type mdsFlags struct {
 	config, listen, dataDir, logLevel string
 	retention, flushInterval          string
 	targets                           stringList
+	store                             string
+	flushURLs                         stringList
 }
 
 func (f *mdsFlags) register(fs *flag.FlagSet) {
@@ -42,6 +45,8 @@ func (f *mdsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.retention, "retention", d.Storage.Retention.String(), "how long samples are kept (e.g. 30d, 720h; minimum 24h)")
 	fs.StringVar(&f.flushInterval, "flush-interval", d.Storage.FlushInterval.String(), "how often in-memory data is written to disk; bounds loss on a crash (minimum 1s)")
+	fs.StringVar(&f.store, "store", d.Storage.Backend, cluster.StoreFlagUsage+"; overrides storage.backend and its URLs")
+	fs.Var(&f.flushURLs, "store-flush-url", "with --store remote=…: a URL that makes recent writes searchable (only demo and eval flush); repeatable")
 	fs.Var(&f.targets, "scrape-target", "HOST:PORT of an agent to scrape; repeat for several (adds to the config's scrape.targets)")
 }
 
@@ -78,6 +83,10 @@ func (f *mdsFlags) load(fs *flag.FlagSet) (cluster.MDSConfig, error) {
 			cfg.Storage.FlushInterval = cluster.Duration(d)
 		case "scrape-target":
 			cfg.Scrape.Targets = append(cfg.Scrape.Targets, f.targets...)
+		case "store":
+			if err := cluster.ApplyStoreFlag(&cfg.Storage, f.store, f.flushURLs); err != nil {
+				ferr = err
+			}
 		}
 	})
 	if ferr != nil {

@@ -50,6 +50,8 @@ type Batch struct {
 	rows   []row
 	labels []models.Label
 	pbuf   []prompb.Label
+	psmp   []prompb.Sample
+	pts    []prompb.TimeSeries
 }
 
 type row struct {
@@ -116,6 +118,40 @@ func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte) ([]vmstorage.M
 		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[start:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
 	}
 	return dst, buf
+}
+
+// MarshalWriteRequest appends rows [from, to) of b to dst as a Prometheus
+// remote-write WriteRequest protobuf (uncompressed), one time series per
+// row with __name__ first. WriteRequest holds only the repeated timeseries
+// field, so the concatenation of two such messages is the message with
+// both sets of series: callers build a block by appending.
+func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
+	n := 0
+	for _, r := range b.rows[from:to] {
+		n += 1 + int(r.lend-r.lstart)
+	}
+	ls, ss, tss := b.pbuf[:0], b.psmp[:0], b.pts[:0]
+	if cap(ls) < n {
+		ls = make([]prompb.Label, 0, n)
+	}
+	if cap(ss) < to-from {
+		ss = make([]prompb.Sample, 0, to-from)
+	}
+	for _, r := range b.rows[from:to] {
+		start := len(ls)
+		ls = append(ls, prompb.Label{Name: "__name__", Value: r.name})
+		for _, l := range b.labels[r.lstart:r.lend] {
+			ls = append(ls, prompb.Label{Name: l.Name, Value: l.Value})
+		}
+		ss = append(ss, prompb.Sample{Value: r.v, Timestamp: r.ts})
+		tss = append(tss, prompb.TimeSeries{Labels: ls[start:len(ls):len(ls)], Samples: ss[len(ss)-1 : len(ss) : len(ss)]})
+	}
+	wr := prompb.WriteRequest{Timeseries: tss}
+	dst = wr.MarshalProtobuf(dst)
+	clear(tss)
+	clear(ls)
+	b.pbuf, b.psmp, b.pts = ls[:0], ss[:0], tss[:0]
+	return dst
 }
 
 // AddSamples validates samples and appends them to b. It is for ballast's

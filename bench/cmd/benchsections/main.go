@@ -1,7 +1,8 @@
 // Command benchsections regenerates the BENCHMARKS.md sections that come
 // from Go benchmarks and whole-system runs outside the foundation harness:
 // the cluster twin (with and without the pipeline), LAYOUTSTATS ingest,
-// the analyzers, and the agent's overhead against node_exporter. Each
+// the analyzers, the agent's overhead against node_exporter, and the remote
+// store against a VictoriaMetrics cluster (remote.go). Each
 // section sits between <!-- BEGIN name --> and <!-- END name --> markers
 // and is rewritten whole; the rest of the file is kept.
 //
@@ -27,7 +28,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -43,6 +44,7 @@ func main() {
 		{"layoutstats", layoutstatsSection},
 		{"analyzers", analyzersSection},
 		{"agent", agentSection},
+		{"remote", remoteSection},
 	}
 	failed := false
 	for _, s := range sections {
