@@ -152,6 +152,12 @@ func (q *queue) remove(seq uint64) error {
 	defer q.mu.Unlock()
 	var key [8]byte
 	binary.BigEndian.PutUint64(key[:], seq)
+	// A removal lost to a power cut only makes the block go out again,
+	// which receivers de-duplicate: it needs no fsync of its own (the next
+	// push's fsync carries it). bbolt reads NoSync at commit; q.mu
+	// serialises every commit.
+	q.db.NoSync = true
+	defer func() { q.db.NoSync = false }()
 	return q.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketBlocks)
 		v := b.Get(key[:])

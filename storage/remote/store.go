@@ -38,7 +38,12 @@ type Store struct {
 	queryRoot string
 	id        string // marks this process's flush markers
 
+	// mu guards the open block; pushMu orders blocks into the queue. A cut
+	// takes pushMu before it lets go of mu (hand over hand), so blocks
+	// reach the queue in order while writers fill the next block during a
+	// push's fsync.
 	mu             sync.Mutex
+	pushMu         sync.Mutex
 	pending        []byte // uncompressed WriteRequest protobuf of the open block
 	pendingSamples int
 	closed         bool
@@ -47,8 +52,11 @@ type Store struct {
 	rowsAdded atomic.Uint64
 	drained   chan struct{} // signalled by the sender when the queue is empty
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	writers sync.WaitGroup // WriteBatch calls in progress
+
+	cancel   context.CancelFunc
+	done     chan struct{} // the sender stopped
+	tickDone chan struct{} // the block ticker stopped
 
 	readOnly      atomic.Bool
 	readOnlyCheck atomic.Int64 // unix nanos of the last free-space check
@@ -92,6 +100,7 @@ func Open(opts Options) (*Store, error) {
 		id:        hex.EncodeToString(id[:]),
 		drained:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		tickDone:  make(chan struct{}),
 	}
 	s.m.register(o.Metrics, s)
 	if _, n, blocks := q.stats(); n > 0 {
@@ -136,6 +145,8 @@ func (s *Store) writeBatch(b *ingest.Batch) error {
 	if s.closed {
 		return storage.ErrClosed
 	}
+	s.writers.Add(1) // Close waits for writers that got past this point
+	defer s.writers.Done()
 	for from := 0; from < b.Len(); {
 		to := min(b.Len(), from+s.opts.BlockSamples-s.pendingSamples)
 		s.pending = b.MarshalWriteRequest(s.pending, from, to)
@@ -148,7 +159,8 @@ func (s *Store) writeBatch(b *ingest.Batch) error {
 	return nil
 }
 
-// cutLocked compresses the open block and queues it on disk.
+// cutLocked compresses the open block and queues it on disk. It is called
+// with mu held and returns with mu held; the push itself runs without mu.
 func (s *Store) cutLocked() {
 	if s.pendingSamples == 0 {
 		return
@@ -156,6 +168,12 @@ func (s *Store) cutLocked() {
 	body := snappy.Encode(nil, s.pending)
 	n := s.pendingSamples
 	s.pending, s.pendingSamples = s.pending[:0], 0
+	s.pushMu.Lock()
+	s.mu.Unlock()
+	defer func() {
+		s.pushMu.Unlock()
+		s.mu.Lock()
+	}()
 	dropped, blocks, err := s.q.push(n, body)
 	s.m.queued.Add(n)
 	if err != nil {
@@ -173,6 +191,7 @@ func (s *Store) cutLocked() {
 func (s *Store) run(ctx context.Context) {
 	defer close(s.done)
 	go func() {
+		defer close(s.tickDone)
 		t := time.NewTicker(s.opts.BlockInterval)
 		defer t.Stop()
 		for {
@@ -447,14 +466,25 @@ func (s *Store) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.cutLocked()
 	s.closed = true
 	s.mu.Unlock()
-	s.cancel()
+	writersDone := make(chan struct{})
+	go func() { s.writers.Wait(); close(writersDone) }()
 	select {
-	case <-s.done:
+	case <-writersDone:
 	case <-ctx.Done():
-		return fmt.Errorf("cannot close the remote store: the sender did not stop: %w", ctx.Err())
+		return fmt.Errorf("cannot close the remote store: writes in flight did not finish: %w", ctx.Err())
+	}
+	s.mu.Lock()
+	s.cutLocked()
+	s.mu.Unlock()
+	s.cancel()
+	for _, ch := range []chan struct{}{s.done, s.tickDone} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cannot close the remote store: the sender did not stop: %w", ctx.Err())
+		}
 	}
 	err := s.q.close()
 	s.lock.Close()
