@@ -181,6 +181,21 @@ type MDSConfig struct {
 	Report    ReportConfig    `yaml:"report"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
 	Alerting  AlertingConfig  `yaml:"alerting"`
+	HA        HAConfig        `yaml:"ha"`
+}
+
+// HAConfig makes this mds one of an active/passive pair elected through
+// etcd (docs/ha.md). Without etcd_endpoints the mds runs alone and always
+// acts.
+type HAConfig struct {
+	EtcdEndpoints []string `yaml:"etcd_endpoints"`
+	// Name identifies this mds in the election; empty means HOST:PORT of
+	// listen with the host name for an unspecified host.
+	Name           string   `yaml:"name"`
+	ElectionPrefix string   `yaml:"election_prefix"`
+	LeaseTTL       Duration `yaml:"lease_ttl"`
+	Username       string   `yaml:"username"`
+	PasswordFile   string   `yaml:"password_file"`
 }
 
 // RootsConfig are the host paths agents read; change them to point an agent
@@ -250,6 +265,7 @@ func DefaultMDSConfig() MDSConfig {
 		Report:    ReportConfig{CapacityEvery: Duration(24 * time.Hour)},
 		Telemetry: TelemetryConfig{ServiceName: "ballast", SampleRatio: 1},
 		Alerting:  defaultAlertingConfig(),
+		HA:        HAConfig{ElectionPrefix: "/ballast/mds/leader", LeaseTTL: Duration(10 * time.Second)},
 	}
 }
 
@@ -296,6 +312,10 @@ func (c *MDSConfig) Validate() error {
 	}
 	if s.LatencyOffset < 0 {
 		errs = append(errs, fmt.Errorf("storage.latency_offset: %s is negative", s.LatencyOffset))
+	}
+	if len(c.HA.EtcdEndpoints) > 0 {
+		o := c.HAOptions()
+		errs = append(errs, o.Validate())
 	}
 	switch s.Backend {
 	case BackendEmbedded:

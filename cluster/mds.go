@@ -18,6 +18,7 @@ import (
 	"github.com/ballast-io/ballast/actuator/alert"
 	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/cluster/console"
+	"github.com/ballast-io/ballast/cluster/ha"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/collector/layoutstats"
 	"github.com/ballast-io/ballast/models"
@@ -74,6 +75,8 @@ type MDS struct {
 	pipeline *pipeline.Pipeline
 	alerts   *alert.Dispatcher
 	shutdown func(context.Context) error
+	elector  *ha.Elector // nil when the mds runs alone
+	gate     ha.Gate
 
 	lastTick atomic.Int64 // unix ns of the last manual tick
 }
@@ -211,6 +214,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))
 	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}))
 	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus))
+	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus))
 	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()))
 	if m.console, err = console.New(console.Options{
 		Findings: m.journal, Actions: m.journal, Query: m.store,
@@ -253,6 +257,9 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	if err := m.startHA(); err != nil {
+		return err
+	}
 	if m.pipeline, err = pipeline.NewPipeline(m.pipelineOptions(tracer)); err != nil {
 		return err
 	}
@@ -349,6 +356,7 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 	if m.alerts != nil {
 		errs = append(errs, m.alerts.Stop(ctx))
 	}
+	errs = append(errs, m.stopHA(ctx))
 	if m.scraper != nil {
 		errs = append(errs, m.scraper.Stop(ctx))
 	}

@@ -3,11 +3,14 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/ballast-io/ballast/cluster/ha"
 	"github.com/ballast-io/ballast/storage"
 	"github.com/ballast-io/ballast/storage/remote"
 )
@@ -111,4 +114,24 @@ func ApplyStoreFlag(s *StorageConfig, v string, flushURLs []string) error {
 		return nil
 	}
 	return fmt.Errorf("--store %q: want embedded, remote=URL or remote=WRITE_URL,QUERY_URL", v)
+}
+
+// HAOptions returns the elector's options from c.ha.
+func (c *MDSConfig) HAOptions() ha.Options {
+	name := c.HA.Name
+	if name == "" {
+		name = c.Listen
+		if host, port, err := net.SplitHostPort(c.Listen); err == nil && (host == "" || host == "0.0.0.0" || host == "::") {
+			h, _ := os.Hostname()
+			name = net.JoinHostPort(h, port)
+		}
+	}
+	return ha.Options{
+		Endpoints:    c.HA.EtcdEndpoints,
+		Prefix:       c.HA.ElectionPrefix,
+		Name:         name,
+		TTL:          time.Duration(c.HA.LeaseTTL),
+		Username:     c.HA.Username,
+		PasswordFile: c.HA.PasswordFile,
+	}
 }
