@@ -284,7 +284,7 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 		Interval: layoutStatsEvery,
 	}}
 	sources = append(sources, pipeline.SourceSpec{
-		Source:   &selfSource{set: m.set, limits: m.store.Limits, instance: m.server.Addr()},
+		Source:   &selfSource{set: m.set, global: m.writeGlobalMetrics, limits: m.store.Limits, instance: m.server.Addr()},
 		Interval: time.Duration(c.Scrape.Interval),
 	})
 	sources = append(sources, m.rt.Sources...)

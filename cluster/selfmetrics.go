@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -41,7 +42,11 @@ var selfGlobalPrefixes = []string{
 // dashboards on the stock Prometheus data source see ingest, pipeline tick
 // time and storage without a second scraper.
 type selfSource struct {
-	set      *metrics.Set
+	set *metrics.Set
+	// global writes the process-wide registry: the store's engine metrics
+	// (storage.MetricsWriter; none for a remote store, whose engine runs
+	// elsewhere) and the process's own.
+	global   func(w io.Writer)
 	limits   func(now time.Time) ingest.Limits
 	instance string
 	buf      bytes.Buffer
@@ -55,7 +60,7 @@ func (s *selfSource) Collect(_ context.Context, now time.Time) ([]models.Sample,
 	s.b.Reset()
 	var own, global bytes.Buffer
 	s.set.WritePrometheus(&own)
-	metrics.WritePrometheus(&global, true)
+	s.global(&global)
 	s.keep(&own, nil)
 	s.keep(&global, selfGlobalPrefixes)
 	lim := s.limits(now)

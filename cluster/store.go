@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -134,4 +135,14 @@ func (c *MDSConfig) HAOptions() ha.Options {
 		Username:     c.HA.Username,
 		PasswordFile: c.HA.PasswordFile,
 	}
+}
+
+// writeGlobalMetrics writes the process-wide metrics registry as far as it
+// is safe: VictoriaMetrics' engine gauges only with the embedded store open
+// (they read its state and panic without it), and the process metrics.
+func (m *MDS) writeGlobalMetrics(w io.Writer) {
+	if mw, ok := m.store.(storage.MetricsWriter); ok {
+		mw.WriteMetrics(w)
+	}
+	metrics.WriteProcessMetrics(w)
 }

@@ -85,13 +85,13 @@ func TestMDSRemoteBackend(t *testing.T) {
 	})
 	now := time.Now().Truncate(time.Second)
 	p.importText(t, batch("remote_mds_test", 5, now))
-	resp, err := http.Post(p.url("/api/v1/import/prometheus"), "text/plain", strings.NewReader("remote_mds_test{device=\"x\"} NaN\n"))
+	resp, err := http.Post(p.url("/api/v1/import/prometheus"), "text/plain", strings.NewReader("remote_mds_test{device=\"x\"} 1\nbad-name 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("NaN push: got %d; want 400 as on the embedded store", resp.StatusCode)
+		t.Fatalf("push with a bad metric name: got %d; want 400 as on the embedded store", resp.StatusCode)
 	}
 	p.waitCount(t, "remote_mds_test", now, 5)
 
