@@ -92,7 +92,9 @@ func (c *VMCluster) waitReplicas(t testing.TB) {
 func countReachable(metrics string) int {
 	n := 0
 	for _, l := range strings.Split(metrics, "\n") {
-		if strings.HasPrefix(l, "vm_rpc_vmstorage_is_reachable{") && strings.HasSuffix(l, " 1") {
+		// vm_rpc_vmstorage_is_reachable is 1 before the first dial too;
+		// the dialer's open connections are what count.
+		if strings.HasPrefix(l, `vm_tcpdialer_conns{name="vminsert_metric_rows"`) && strings.HasSuffix(l, " 1") {
 			n++
 		}
 	}
@@ -210,4 +212,18 @@ func StartEtcd(t testing.TB) *Etcd {
 		t.Fatalf("etcd did not start: %v", err)
 	}
 	return &Etcd{Proc: p, ClientURL: client}
+}
+
+// SelectOnly starts a vmselect that reads vmstorage i alone and returns its
+// Prometheus API root for tenant, to see what one node holds.
+func (c *VMCluster) SelectOnly(t testing.TB, i int, tenant string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	Start(t, fmt.Sprintf("vmselect-node%d", i), filepath.Join(VMClusterDir(t), "vmselect"), "-httpListenAddr="+addr,
+		"-storageNode="+c.StorageSelect[i], "-dedup.minScrapeInterval=1ms", "-loggerLevel=WARN", "-memory.allowedBytes=128MiB",
+		"-cacheDataPath="+filepath.Join(t.TempDir(), "vmselect-cache"))
+	if err := WaitHTTP("http://"+addr+"/health", 30*time.Second); err != nil {
+		t.Fatalf("vmselect for vmstorage%d did not start: %v", i, err)
+	}
+	return "http://" + addr + "/select/" + tenant + "/prometheus"
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,13 +172,27 @@ func TestRemoteOutage(t *testing.T) {
 		t.Errorf("with vminsert stopped nothing is queued; want the samples written meanwhile")
 	}
 	c.RestartInsert(t)
-	// vminsert acknowledges the backlog as soon as it can reach one
-	// vmstorage, keeping a single copy until it has dialled the other; such
-	// data survives the loss of its node only once that node flushed it
-	// (-inmemoryDataFlushInterval=1s plus ~2 s of buffering). The kill comes
-	// after that: it tests ballast, not vminsert's start-up window
-	// (docs/storage.md).
-	time.Sleep(4 * time.Second)
+	// vminsert acknowledges a block as soon as one vmstorage took it,
+	// keeping a single copy while it has not dialled the other (its own
+	// start); such data is lost with that node if it dies before flushing
+	// (docs/storage.md). The kill therefore waits until vmstorage0 alone
+	// holds everything acknowledged so far: it tests ballast's queue and
+	// the cluster's replication, not vminsert's start-up window.
+	time.Sleep(time.Second)
+	mu.Lock()
+	ackedSoFar := 0
+	for _, ts := range acked {
+		ackedSoFar += len(ts)
+	}
+	mu.Unlock()
+	node0 := c.SelectOnly(t, 0, "0")
+	deadline := time.Now().Add(30 * time.Second)
+	for held := 0; held < ackedSoFar; held = countOn(t, node0, c.FlushURLs()[0]) {
+		if time.Now().After(deadline) {
+			t.Fatalf("vmstorage0 holds %d of the %d samples acknowledged before the kill after 30 s", held, ackedSoFar)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	c.Storage[1].Kill()
 	time.Sleep(2 * time.Second)
 	c.RestartStorage(t, 1)
@@ -226,6 +241,33 @@ func TestRemoteOutage(t *testing.T) {
 		t.Fatalf("got %d series and %d acknowledged samples; want %d series and a steady stream over ~8 s", len(got), total, series)
 	}
 	t.Logf("%d samples acknowledged during the outage run, all stored once; %d send errors retried", total, set.GetOrCreateCounter(`ballast_remote_send_errors_total`).Get())
+}
+
+// countOn counts the outage test's samples a Prometheus API root holds,
+// after asking its storage node to make them searchable.
+func countOn(t *testing.T, root, flushURL string) int {
+	t.Helper()
+	if resp, err := http.Get(flushURL); err == nil {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(root + "/api/v1/query?nocache=1&query=" + url.QueryEscape(`sum(count_over_time(outage_test_value[2h]))`))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&body) != nil || len(body.Data.Result) == 0 {
+		return 0
+	}
+	s, _ := body.Data.Result[0].Value[1].(string)
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // firstDiff describes how got differs from want.
