@@ -73,6 +73,16 @@ type Finding struct {
 // Active reports whether the finding has not ended.
 func (f *Finding) Active() bool { return f.End.IsZero() }
 
+// EvidenceValue returns the value of the first evidence called name.
+func (f *Finding) EvidenceValue(name string) (float64, bool) {
+	for _, e := range f.Evidence {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return 0, false
+}
+
 // Validate checks that f is complete enough to store and show.
 func (f *Finding) Validate() error {
 	switch {

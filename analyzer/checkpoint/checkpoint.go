@@ -274,6 +274,43 @@ func burstFinding(s models.Subject, k *tracked, now time.Time) models.Finding {
 	return f
 }
 
+// Window is the burst window a checkpoint_forecast finding predicts, read
+// back from its evidence: the next window and the period it repeats at.
+type Window struct {
+	NextStart, NextEnd time.Time
+	Period             time.Duration
+	Confidence         float64
+}
+
+// ForecastWindow reads the predicted window of a checkpoint_forecast
+// finding; ok is false for another kind or incomplete evidence.
+func ForecastWindow(f models.Finding) (w Window, ok bool) {
+	if f.Kind != KindForecast {
+		return w, false
+	}
+	ns, ok1 := f.EvidenceValue("next_start")
+	ne, ok2 := f.EvidenceValue("next_end")
+	per, ok3 := f.EvidenceValue("period_seconds")
+	if !ok1 || !ok2 || !ok3 || per <= 0 {
+		return w, false
+	}
+	w.Confidence, _ = f.EvidenceValue("confidence")
+	unix := func(sec float64) time.Time { return time.UnixMilli(int64(math.Round(sec * 1000))).UTC() }
+	w.NextStart, w.NextEnd, w.Period = unix(ns), unix(ne), time.Duration(per*float64(time.Second))
+	return w, true
+}
+
+// At returns the window of the series that is open at t or opens next:
+// the forecast window moved on by whole periods.
+func (w Window) At(t time.Time) (start, end time.Time) {
+	start, end = w.NextStart, w.NextEnd
+	if end.Before(t) {
+		k := (t.Sub(end) + w.Period - 1) / w.Period
+		start, end = start.Add(k*w.Period), end.Add(k*w.Period)
+	}
+	return start, end
+}
+
 func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) models.Finding {
 	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
 	return models.Finding{

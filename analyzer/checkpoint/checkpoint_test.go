@@ -223,3 +223,22 @@ func TestSilentJobLosesForecast(t *testing.T) {
 		t.Errorf("silent group still tracked after its history aged out")
 	}
 }
+
+func TestForecastWindowRoundTrips(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	p := Periodicity{Period: 15 * time.Minute, Confidence: 0.9,
+		Next: now.Add(5 * time.Minute), NextStart: now.Add(4 * time.Minute), NextEnd: now.Add(7 * time.Minute)}
+	f := forecastFinding(models.Subject{Kind: models.SubjectJob, ID: "train-a"}, p, now.Add(-time.Hour), now)
+	w, ok := ForecastWindow(f)
+	if !ok || !w.NextStart.Equal(p.NextStart) || !w.NextEnd.Equal(p.NextEnd) || w.Period != p.Period || w.Confidence != 0.9 {
+		t.Fatalf("ForecastWindow: got %+v, %v; want the finding's window %s–%s every %s", w, ok, p.NextStart, p.NextEnd, p.Period)
+	}
+	// Forty minutes later the window has moved on by three periods.
+	s, e := w.At(now.Add(40 * time.Minute))
+	if want := p.NextStart.Add(45 * time.Minute); !s.Equal(want) || !e.Equal(p.NextEnd.Add(45*time.Minute)) {
+		t.Errorf("At(+40m): got %s–%s; want %s–%s", s, e, want, p.NextEnd.Add(45*time.Minute))
+	}
+	if _, ok := ForecastWindow(models.Finding{Kind: KindBurst}); ok {
+		t.Error("ForecastWindow of a burst: got ok; want not a forecast")
+	}
+}

@@ -125,14 +125,13 @@ func (c *Console) charts(ctx context.Context, pg *page, p params, now time.Time)
 
 // forecastRow is one client group's checkpoint forecast.
 type forecastRow struct {
-	Group                string
-	Period               time.Duration
-	NextStart, NextEnd   time.Time
-	In                   time.Duration // until the window opens; 0 when open
-	Confidence           float64
-	Open                 bool
-	Summary              string
-	start, end, interval float64
+	Group              string
+	Period             time.Duration
+	NextStart, NextEnd time.Time
+	In                 time.Duration // until the window opens; 0 when open
+	Confidence         float64
+	Open               bool
+	Summary            string
 }
 
 // maxForecastRows bounds the groups on the timeline.
@@ -141,18 +140,12 @@ const maxForecastRows = 12
 func (c *Console) forecasts(pg *page, p params, now time.Time, active []models.Finding) {
 	var rows []forecastRow
 	for _, f := range active {
-		if f.Kind != checkpoint.KindForecast {
+		w, ok := checkpoint.ForecastWindow(f)
+		if !ok {
 			continue
 		}
-		ns, ok1 := evidence(f, "next_start")
-		ne, ok2 := evidence(f, "next_end")
-		per, ok3 := evidence(f, "period_seconds")
-		if !ok1 || !ok2 || !ok3 || per <= 0 {
-			continue
-		}
-		conf, _ := evidence(f, "confidence")
-		r := forecastRow{Group: f.Subject.ID, Period: time.Duration(per * float64(time.Second)),
-			NextStart: unixTime(ns), NextEnd: unixTime(ne), Confidence: conf, Summary: f.Summary, start: ns, end: ne, interval: per}
+		r := forecastRow{Group: f.Subject.ID, Period: w.Period, NextStart: w.NextStart, NextEnd: w.NextEnd,
+			Confidence: w.Confidence, Summary: f.Summary}
 		r.Open = !now.Before(r.NextStart) && now.Before(r.NextEnd)
 		if now.Before(r.NextStart) {
 			r.In = r.NextStart.Sub(now)
@@ -264,12 +257,12 @@ func timeline(rows []forecastRow, bursts []models.Finding, since, now time.Time)
 		names[i], idx[r.Group] = r.Group, i
 		// The next window and those after it, one period apart, up to the
 		// horizon.
-		for k := 0; k < 50; k++ {
-			s := r.start + float64(k)*r.interval
-			if s > float64(horizon.Unix()) {
+		for k := time.Duration(0); k < 50; k++ {
+			s := r.NextStart.Add(k * r.Period)
+			if s.After(horizon) {
 				break
 			}
-			if err := rect(s, r.end+float64(k)*r.interval, i, colorForecast); err != nil {
+			if err := rect(float64(s.Unix()), float64(r.NextEnd.Add(k*r.Period).Unix()), i, colorForecast); err != nil {
 				return "", err
 			}
 		}
@@ -351,10 +344,6 @@ func last(s storage.Series) float64 {
 		return math.NaN()
 	}
 	return s.Values[len(s.Values)-1]
-}
-
-func unixTime(sec float64) time.Time {
-	return time.Unix(0, int64(sec*1e9)).UTC()
 }
 
 func maxTime(a, b time.Time) time.Time {

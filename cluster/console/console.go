@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -153,6 +154,7 @@ type params struct {
 	fpage  int  // findings page, from 1
 	hpage  int  // heat-map page, from 1
 	ended  bool // list ended findings of the window too
+	kind   string
 	hsort  string
 }
 
@@ -178,6 +180,7 @@ func parseParams(q url.Values) (params, error) {
 			*kv.dst = n
 		}
 	}
+	p.kind = q.Get("kind")
 	switch q.Get("findings") {
 	case "", "window":
 	case "active":
@@ -222,6 +225,8 @@ type page struct {
 	FindingsPager pager
 	OnlyActive    bool
 	FindingsErr   string
+	Kind          string
+	Kinds         []kindCount
 
 	Pending    []actionRow
 	Recent     []actionRow
@@ -271,6 +276,14 @@ func (c *Console) servePage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(b.Bytes())
+}
+
+// kindCount is one finding kind in the filter row: how many findings of
+// it the list holds, and the link that shows only them.
+type kindCount struct {
+	Kind, Title, Link string
+	Count             int
+	On                bool
 }
 
 // pager is one list's paging links.
@@ -340,14 +353,30 @@ func (c *Console) findings(pg *page, p params, now time.Time) []models.Finding {
 		all = append(slices.Clip(active), ended...)
 	}
 	rows := make([]findingRow, 0, len(all))
+	counts := map[string]int{}
 	for _, f := range all {
 		// Findings journaled after the console's clock (a reused demo
 		// store read at its end) are not shown as the future.
 		if f.Start.After(now) {
 			continue
 		}
-		rows = append(rows, rowOf(f))
+		counts[f.Kind]++
+		if p.kind == "" || f.Kind == p.kind {
+			rows = append(rows, rowOf(f))
+		}
 	}
+	pg.Kind = p.kind
+	for k, n := range counts {
+		v := cloneValues(pg.Query)
+		v.Del("fpage")
+		if k == p.kind {
+			v.Del("kind")
+		} else {
+			v.Set("kind", k)
+		}
+		pg.Kinds = append(pg.Kinds, kindCount{Kind: k, Title: Title(k), Count: n, On: k == p.kind, Link: Path + "?" + v.Encode()})
+	}
+	sort.Slice(pg.Kinds, func(i, j int) bool { return kindRank(pg.Kinds[i].Kind) < kindRank(pg.Kinds[j].Kind) })
 	sort.SliceStable(rows, func(i, j int) bool {
 		a, b := rows[i], rows[j]
 		if a.Active != b.Active {
@@ -355,6 +384,9 @@ func (c *Console) findings(pg *page, p params, now time.Time) []models.Finding {
 		}
 		if ra, rb := sevRank(a.Severity), sevRank(b.Severity); ra != rb {
 			return ra > rb
+		}
+		if ra, rb := kindRank(a.Kind), kindRank(b.Kind); ra != rb {
+			return ra < rb
 		}
 		if a.GPUHours != b.GPUHours {
 			return a.GPUHours > b.GPUHours
@@ -373,7 +405,7 @@ func (c *Console) findings(pg *page, p params, now time.Time) []models.Finding {
 func rowOf(f models.Finding) findingRow {
 	r := findingRow{ID: f.ID, Kind: f.Kind, Title: Title(f.Kind), Severity: string(f.Severity), Summary: f.Summary,
 		Subject: f.Subject.ID, SubjectKind: string(f.Subject.Kind), Start: f.Start, End: f.End, Active: f.Active()}
-	if v, ok := evidence(f, "gpu_hours_lost"); ok {
+	if v, ok := f.EvidenceValue("gpu_hours_lost"); ok {
 		r.GPUHours, r.HasGPUHours = v, true
 	}
 	uid, vars := models.DashboardFor(f.Kind, f.Subject)
@@ -381,13 +413,17 @@ func rowOf(f models.Finding) findingRow {
 	return r
 }
 
-func evidence(f models.Finding, name string) (float64, bool) {
-	for _, e := range f.Evidence {
-		if e.Name == name {
-			return e.Value, true
-		}
+// kindOrder lists finding kinds in the order a person should read them
+// at the same severity: a risk to data first, then what costs GPU time
+// now, then what will, then what only describes the workload.
+var kindOrder = []string{"drive_failure_risk", "gpu_starvation", "hotspot", "capacity_threshold", "drive_wearout",
+	"checkpoint_burst", "checkpoint_forecast", "workload_shift", "workload_profile"}
+
+func kindRank(kind string) int {
+	if i := slices.Index(kindOrder, kind); i >= 0 {
+		return i
 	}
-	return 0, false
+	return len(kindOrder)
 }
 
 func sevRank(s string) int {
@@ -420,7 +456,7 @@ func (c *Console) actions(pg *page) {
 	for i := len(as) - 1; i >= 0; i-- {
 		a := as[i]
 		var ps []string
-		for _, k := range sortedKeys(a.Params) {
+		for _, k := range slices.Sorted(maps.Keys(a.Params)) {
 			ps = append(ps, k+"="+a.Params[k])
 		}
 		row := actionRow{ID: a.ID, Kind: string(a.Kind), Subject: a.Subject.String(), State: string(a.State), Reason: a.Reason,
@@ -432,15 +468,6 @@ func (c *Console) actions(pg *page) {
 		}
 	}
 	pg.PendingCount = len(pg.Pending)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // reportInfo is the capacity report's headline.

@@ -19,6 +19,10 @@ endpoints (/api/v1/import/prometheus, /api/v1/write), the scraper of ds and
 client agents, the analysis pipeline, and the alert senders that deliver
 findings and actions to Alertmanager and webhooks (alerting: in the config,
 docs/alerting.md). /metrics, /healthz and /readyz report on ballast itself.
+The built-in web console is at / (/ui/): findings, actions, a data server ×
+drive heat map, GPU time lost, checkpoint forecasts and the capacity report
+(/api/v1/reports/capacity/); Grafana dashboards and a data source plugin
+are in grafana/ (docs/grafana.md).
 
 Configuration comes from --config (YAML, see docs/config.md); the flags
 below override the file. SIGINT or SIGTERM stops it cleanly, flushing data
