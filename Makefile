@@ -8,16 +8,21 @@ LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEMO_OUT    ?= demo-out
 
-.PHONY: all build test test-deps test-long lint bench demo eval clean
+.PHONY: all build test test-deps test-long lint bench demo eval clean grafana-plugin grafana-frontend grafana-check grafana-npm
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballast
 
-# The CI test suite: every package's tests, under 15 minutes on 2 cores.
+# The CI test suite: every package's tests, under 15 minutes on 2 cores,
+# then the Grafana plugin's module (its gRPC tests against a real mds and
+# the dashboards' panel tests) and its frontend (type check, build, the
+# dashboards against @grafana/schema).
 test: test-deps
 	$(GO) test -count=1 -timeout 20m ./...
+	cd grafana && $(GO) test -count=1 -timeout 10m ./...
+	$(MAKE) grafana-check
 
 # Debian packages the tests use, as COMMAND:PACKAGE. Chromium renders the
 # capacity report in cluster/report's browser test; Prometheus remote-writes
@@ -42,6 +47,47 @@ test-deps:
 		fi; \
 	fi
 
+# The Grafana plugin (grafana/, docs/grafana.md): a Go module of its own
+# (the backend, on grafana-plugin-sdk-go) and a TypeScript frontend built
+# with @grafana/create-plugin's toolchain. npm packages come from
+# grafana/package-lock.json; node_modules is installed when missing or
+# older than the lock file.
+PLUGIN_ID        := ballast-ballast-datasource
+PLUGIN_VERSION   := $(shell sed -n 's/^  "version": "\(.*\)",/\1/p' grafana/package.json)
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
+PLUGIN_ZIP       ?= bin/$(PLUGIN_ID)-$(PLUGIN_VERSION).zip
+
+grafana-npm:
+	@if ! command -v npm >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing Debian packages nodejs and npm for the Grafana plugin's frontend"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+		else \
+			echo "npm is not installed and this is not root: cannot build the Grafana plugin's frontend (apt-get install nodejs npm)"; exit 1; \
+		fi; \
+	fi
+	@if [ ! -f grafana/node_modules/.package-lock.json ] || [ grafana/package-lock.json -nt grafana/node_modules/.package-lock.json ]; then \
+		echo "npm ci in grafana/"; cd grafana && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+# Type-check and build the frontend, and type-check the dashboards.
+grafana-check: grafana-npm
+	cd grafana && npm run --silent typecheck && npm run --silent build >/dev/null && npm run --silent check-dashboards
+
+grafana-frontend: grafana-npm
+	cd grafana && npm run --silent build
+
+# The plugin zip in Grafana's layout: PLUGIN_ID/ with plugin.json,
+# module.js and gpx_ballast_<os>_<arch> per platform.
+grafana-plugin: grafana-frontend
+	@for p in $(PLUGIN_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		echo "building gpx_ballast_$${os}_$${arch}$$ext"; \
+		(cd grafana && CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w' -o dist/gpx_ballast_$${os}_$${arch}$$ext ./pkg) || exit 1; \
+	done
+	cd grafana && $(GO) run ./cmd/pluginzip -dist dist -out ../$(PLUGIN_ZIP)
+	@echo "$(PLUGIN_ZIP): install it as docs/grafana.md says"
+
 # Soak and fuzz runs that do not fit the CI budget.
 FUZZTIME ?= 2m
 test-long:
@@ -52,6 +98,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd grafana && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 
 # Benchmarks that write BENCHMARKS.md (see bench/README.md): the ingest and
 # query comparison with VictoriaMetrics, then the twin, LAYOUTSTATS,
@@ -67,4 +114,4 @@ eval: build
 	./$(BIN) eval all --out docs/EVALUATION.md
 
 clean:
-	rm -rf bin $(DEMO_OUT)
+	rm -rf bin $(DEMO_OUT) grafana/dist
