@@ -21,7 +21,7 @@ build:
 # dashboards against @grafana/schema).
 test: test-deps
 	$(GO) test -count=1 -timeout 20m ./...
-	cd grafana && $(GO) test -count=1 -timeout 10m ./...
+	cd grafana && $(GO) test -count=1 -timeout 10m ./pkg/... ./cmd/...
 	$(MAKE) grafana-check
 
 # Debian packages the tests use, as COMMAND:PACKAGE. Chromium renders the
@@ -48,8 +48,9 @@ test-deps:
 	fi
 
 # The Grafana plugin (grafana/, docs/grafana.md): a Go module of its own
-# (the backend, on grafana-plugin-sdk-go) and a TypeScript frontend built
-# with @grafana/create-plugin's toolchain. npm packages come from
+# (the backend, on grafana-plugin-sdk-go; its Go packages are named
+# explicitly, since ./... would reach into node_modules) and a TypeScript
+# frontend built with @grafana/create-plugin's toolchain. npm packages come from
 # grafana/package-lock.json; node_modules is installed when missing or
 # older than the lock file.
 PLUGIN_ID        := ballast-ballast-datasource
@@ -98,7 +99,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
-	cd grafana && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+	cd grafana && $(GO) vet ./pkg/... ./cmd/... && $(GO) run $(STATICCHECK) ./pkg/... ./cmd/...
 
 # Benchmarks that write BENCHMARKS.md (see bench/README.md): the ingest and
 # query comparison with VictoriaMetrics, then the twin, LAYOUTSTATS,

@@ -197,7 +197,7 @@ func pluginContext(id int64, url, token string) backend.PluginContext {
 		secure["token"] = token
 	}
 	return backend.PluginContext{
-		OrgID: 1, PluginID: plugin.ID,
+		PluginID: plugin.ID,
 		DataSourceInstanceSettings: &backend.DataSourceInstanceSettings{
 			ID: id, UID: fmt.Sprintf("ballast-%d", id), Name: "ballast", URL: url, JSONData: []byte(`{}`),
 			DecryptedSecureJSONData: secure, Updated: time.Unix(1, 0),
