@@ -28,7 +28,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -45,6 +45,7 @@ func main() {
 		{"analyzers", analyzersSection},
 		{"agent", agentSection},
 		{"remote", remoteSection},
+		{"scale", scaleSection},
 	}
 	failed := false
 	for _, s := range sections {

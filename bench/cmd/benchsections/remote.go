@@ -16,7 +16,6 @@ package main
 // /proc/PID/stat of the server processes (the client's CPU is the same for
 // both paths and is left out).
 
-
 import (
 	"bytes"
 	"fmt"
@@ -369,14 +368,7 @@ func (p *proc) cpu() time.Duration {
 	if p.cmd == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return statCPU(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 }
 
 func (p *proc) stop() {
@@ -516,4 +508,3 @@ func report(direct, via result, down downResult, total int) string {
 		down.samples, remoteDownSteps, float64(down.queueFile)/(1<<20), perM(down.queueFile), perM(down.queue), down.drain.Seconds(), float64(down.samples)/down.drain.Seconds())
 	return b.String()
 }
-
