@@ -152,6 +152,11 @@ type ScrapeConfig struct {
 	// TargetFiles are Prometheus file_sd files (JSON or YAML), re-read when
 	// they change.
 	TargetFiles []string `yaml:"target_files"`
+	// Scheme is http or https, for every target. Default http.
+	Scheme string `yaml:"scheme"`
+	// ClientConfig holds the credentials sent to the targets: a bearer
+	// token file and TLS settings (bearer_token_file, tls.*).
+	ClientConfig `yaml:",inline"`
 }
 
 // PipelineConfig sets the analysis cadence.
@@ -182,6 +187,10 @@ type MDSConfig struct {
 	Telemetry TelemetryConfig `yaml:"telemetry"`
 	Alerting  AlertingConfig  `yaml:"alerting"`
 	HA        HAConfig        `yaml:"ha"`
+	// Auth, TLS and HTTP secure and bound the listener (docs/security.md).
+	Auth AuthConfig `yaml:"auth"`
+	TLS  TLSConfig  `yaml:"tls"`
+	HTTP HTTPConfig `yaml:"http"`
 }
 
 // HAConfig makes this mds one of an active/passive pair elected through
@@ -234,6 +243,11 @@ type AgentConfig struct {
 	// address of a standalone nv-hostengine (empty: embedded).
 	DCGMExporterURL string `yaml:"dcgm_exporter_url"`
 	DCGMHostEngine  string `yaml:"dcgm_host_engine"`
+	// Auth, TLS and HTTP secure and bound the listener (docs/security.md).
+	// /metrics is granted anonymously unless auth.anonymous says otherwise.
+	Auth AuthConfig `yaml:"auth"`
+	TLS  TLSConfig  `yaml:"tls"`
+	HTTP HTTPConfig `yaml:"http"`
 }
 
 // DefaultMDSConfig returns the mds defaults.
@@ -260,12 +274,13 @@ func DefaultMDSConfig() MDSConfig {
 			},
 		},
 		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20},
-		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second)},
+		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second), Scheme: "http"},
 		Pipeline:  PipelineConfig{Tick: Duration(15 * time.Second)},
 		Report:    ReportConfig{CapacityEvery: Duration(24 * time.Hour)},
 		Telemetry: TelemetryConfig{ServiceName: "ballast", SampleRatio: 1},
 		Alerting:  defaultAlertingConfig(),
 		HA:        HAConfig{ElectionPrefix: "/ballast/mds/leader", LeaseTTL: Duration(10 * time.Second)},
+		HTTP:      DefaultHTTPConfig(),
 	}
 }
 
@@ -284,6 +299,7 @@ func DefaultAgentConfig(role string) AgentConfig {
 		CollectorTimeout: Duration(5 * time.Second),
 		CacheFor:         Duration(time.Second),
 		SmartctlPath:     "smartctl",
+		HTTP:             DefaultHTTPConfig(),
 	}
 }
 
@@ -293,7 +309,11 @@ func (c *MDSConfig) Validate() error {
 	if c.Role != RoleMDS {
 		errs = append(errs, fmt.Errorf("role: %q is not %q", c.Role, RoleMDS))
 	}
-	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate())
+	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate(),
+		c.Auth.validate(), c.TLS.validate("tls"), c.HTTP.validate(), c.Scrape.ClientConfig.validate("scrape"))
+	if c.Scrape.Scheme != "http" && c.Scrape.Scheme != "https" {
+		errs = append(errs, fmt.Errorf("scrape.scheme: %q is not http or https", c.Scrape.Scheme))
+	}
 	if c.DataDir == "" {
 		errs = append(errs, fmt.Errorf("data_dir: must not be empty"))
 	}
@@ -393,7 +413,8 @@ func (c *AgentConfig) Validate() error {
 	if c.Role != RoleDS && c.Role != RoleClient {
 		errs = append(errs, fmt.Errorf("role: %q is not %q or %q", c.Role, RoleDS, RoleClient))
 	}
-	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate())
+	errs = append(errs, validateListen("listen", c.Listen), validateLogLevel(c.LogLevel), c.Telemetry.validate(),
+		c.Auth.validate(), c.TLS.validate("tls"), c.HTTP.validate())
 	for name, p := range map[string]string{"roots.proc": c.Roots.Proc, "roots.sys": c.Roots.Sys, "roots.dev": c.Roots.Dev, "roots.rootfs": c.Roots.RootFS} {
 		if p == "" {
 			errs = append(errs, fmt.Errorf("%s: must not be empty", name))

@@ -204,18 +204,21 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot set up analysis: %w", err)
 	}
 
-	m.server = NewServer(c.Listen, m.set, m.logger)
+	if m.server, err = NewServer(ServerOptions{Addr: c.Listen, Role: RoleMDS, Metrics: m.set, Logger: m.logger,
+		Auth: c.Auth, TLS: c.TLS, HTTP: c.HTTP}); err != nil {
+		return err
+	}
 	if mw, ok := m.store.(storage.MetricsWriter); ok {
 		m.server.AddMetricsWriter(mw.WriteMetrics)
 	}
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
-	m.server.Handle(storage.PathImportPrometheus, ih)
-	m.server.Handle(storage.PathRemoteWrite, ih)
-	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal))
-	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}))
-	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus))
-	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus))
-	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()))
+	m.server.Handle(storage.PathImportPrometheus, ih, ScopeIngest)
+	m.server.Handle(storage.PathRemoteWrite, ih, ScopeIngest)
+	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}), ScopeIngest)
+	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal), ScopeQuery)
+	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus), ScopeQuery)
+	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus), ScopeQuery)
+	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()), ScopeQuery)
 	if m.console, err = console.New(console.Options{
 		Findings: m.journal, Actions: m.journal, Query: m.store,
 		ReportDir: m.CapacityReportDir(), ReportURL: PathCapacityReport,
@@ -223,9 +226,18 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	m.server.Handle(console.Path, m.console)
-	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound))
-	m.server.Handle("/", m.store.QueryHandler())
+	m.server.Handle(console.Path, m.console, ScopeQuery)
+	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound), ScopePublic)
+	// Only the documented query API (docs/storage.md) is mounted, not all
+	// of vmselect: its cache resets and graphite deletes stay unreachable,
+	// and deleting series needs the admin scope.
+	qh := m.store.QueryHandler()
+	for _, p := range storage.QueryPaths {
+		m.server.Handle(p, qh, ScopeQuery)
+	}
+	for _, p := range storage.AdminPaths {
+		m.server.Handle(p, qh, ScopeAdmin)
+	}
 	if err := m.server.Start(); err != nil {
 		return err
 	}
@@ -236,9 +248,12 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		Timeout:     time.Duration(c.Scrape.Timeout),
 		Targets:     c.Scrape.Targets,
 		TargetFiles: c.Scrape.TargetFiles,
-		Writer:      m.store,
-		Metrics:     m.set,
-		Logger:      m.logger,
+		Client: scrape.Client{Scheme: c.Scrape.Scheme, BearerTokenFile: c.Scrape.BearerTokenFile,
+			CAFile: c.Scrape.TLS.CAFile, CertFile: c.Scrape.TLS.CertFile, KeyFile: c.Scrape.TLS.KeyFile,
+			ServerName: c.Scrape.TLS.ServerName, InsecureSkipVerify: c.Scrape.TLS.InsecureSkipVerify},
+		Writer:  m.store,
+		Metrics: m.set,
+		Logger:  m.logger,
 	})
 	if err := m.scraper.Start(); err != nil {
 		return err

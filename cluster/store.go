@@ -79,6 +79,7 @@ func openStore(c *MDSConfig, version string, logger *slog.Logger, set *metrics.S
 		DisableQueryCache: !c.Storage.QueryCache,
 		LatencyOffset:     latency,
 		LogLevel:          vmLogLevel(c.LogLevel),
+		Metrics:           set,
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -121,13 +122,26 @@ func skippedSamples(skipped map[string]string) []Sample {
 	return out
 }
 
+// parseExposition parses exposition text with expfmt, turning a panic of
+// the parser into an error: prometheus/common v0.70.1 dereferences nil on
+// a page like "# HELP x …\n{}" (fixed upstream in v0.72.0), and a page is
+// outside bytes that must never take the agent down.
+func parseExposition(b []byte) (mfs map[string]*dto.MetricFamily, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			mfs, err = nil, fmt.Errorf("malformed exposition text (the parser failed: %v)", v)
+		}
+	}()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	return p.TextToMetricFamilies(bytes.NewReader(b))
+}
+
 // parseDCGMExporter parses a dcgm-exporter /metrics page into readings,
 // one per GPU (keyed by the gpu and UUID labels). Families that are not
 // DCGM fields ballast maps are ignored; a page that is not valid
 // exposition text is an error.
 func parseDCGMExporter(b []byte) ([]gpuReading, error) {
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(b))
+	mfs, err := parseExposition(b)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse dcgm-exporter metrics: %w", err)
 	}

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/ballast-io/ballast/internal/ratelog"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -105,5 +107,35 @@ func TestDCGMExporterSource(t *testing.T) {
 	}
 	if _, err := newDCGMCollector(Options{DCGMExporterURL: "ftp://x"}.withDefaults(), nil); err == nil {
 		t.Errorf("an ftp:// exporter URL must be refused")
+	}
+}
+
+// TestDCGMExporterMalformedPages: pages a fuzzer found crash-worthy are
+// parse errors. The first panicked inside expfmt (prometheus/common
+// v0.70.1) and took the client agent down on its first scrape.
+func TestDCGMExporterMalformedPages(t *testing.T) {
+	for _, page := range []string{
+		"#HELP A000000000000000000000000000000 000000000\n{}",
+		"{}",
+		"# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n{}",
+	} {
+		if _, err := parseDCGMExporter([]byte(page)); err == nil {
+			t.Errorf("%q: got no error; want a parse error", page)
+		}
+	}
+}
+
+// panicker is a collector whose Collect panics.
+type panicker struct{}
+
+func (panicker) Collect(context.Context) ([]Sample, error) { panic("boom") }
+func (panicker) Close() error                              { return nil }
+
+func TestCollectorPanicFailsAlone(t *testing.T) {
+	opts := Options{}.withDefaults()
+	r := &run{name: "boom", c: panicker{}, log: newOnceLogger(opts.Logger), fails: ratelog.New(failureLogEvery)}
+	res := r.collect(opts)
+	if res.err == nil || !strings.Contains(res.err.Error(), "panicked") {
+		t.Errorf("a panicking collector: got %v; want an error saying it panicked", res.err)
 	}
 }

@@ -186,6 +186,13 @@ func (r *run) refresh(opts Options) {
 	start := time.Now()
 	go func() {
 		defer close(finished)
+		// A collector fails alone, a panic included: the agent answers
+		// with the others and reports this one failed.
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{err: fmt.Errorf("cannot run collector %q: it panicked: %v", r.name, v)}
+			}
+		}()
 		s, err := r.c.Collect(ctx)
 		done <- result{samples: s, err: err}
 	}()

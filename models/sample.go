@@ -57,12 +57,41 @@ func (s *Sample) SeriesKey() string {
 }
 
 // Limits of series identity that every ingest path enforces. They match the
-// defaults of VictoriaMetrics, which otherwise truncates silently.
+// defaults of VictoriaMetrics, which otherwise truncates silently (label
+// values, the metric name being the value of __name__) or panics (names
+// over 64 KiB).
 const (
 	MaxLabelsPerSeries = 40
 	MaxLabelValueBytes = 4096
 	MaxLabelNameBytes  = 256
+	MaxMetricNameBytes = MaxLabelValueBytes
 )
+
+// Abbrev quotes s for an error message, cutting it to 64 bytes so that an
+// error about a huge name or value never echoes it whole.
+func Abbrev(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return fmt.Sprintf("%q", s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
+}
+
+// CheckMetricName returns why name is not a metric name ballast stores, or
+// nil: [a-zA-Z_:][a-zA-Z0-9_:]*, at most MaxMetricNameBytes.
+func CheckMetricName(name string) error {
+	if len(name) > MaxMetricNameBytes {
+		return fmt.Errorf("metric name %s is longer than the limit of %d bytes", Abbrev(name), MaxMetricNameBytes)
+	}
+	if !ValidMetricName(name) {
+		return fmt.Errorf("invalid metric name %s: must match [a-zA-Z_:][a-zA-Z0-9_:]*", Abbrev(name))
+	}
+	return nil
+}
 
 // ValidMetricName reports whether name is a classic Prometheus metric name:
 // [a-zA-Z_:][a-zA-Z0-9_:]*.
@@ -101,8 +130,8 @@ func ValidLabelName(name string) bool {
 // value that the store can keep (NaN is dropped by VictoriaMetrics, so it is
 // refused here rather than lost silently).
 func (s *Sample) Validate() error {
-	if !ValidMetricName(s.Name) {
-		return fmt.Errorf("invalid metric name %q: must match [a-zA-Z_:][a-zA-Z0-9_:]*", s.Name)
+	if err := CheckMetricName(s.Name); err != nil {
+		return err
 	}
 	if err := ValidateLabels(s.Labels); err != nil {
 		return err
@@ -119,8 +148,11 @@ func ValidateLabels(ls []Label) error {
 		return fmt.Errorf("too many labels: %d; the limit is %d", len(ls), MaxLabelsPerSeries)
 	}
 	for i, l := range ls {
+		if len(l.Name) > MaxLabelNameBytes {
+			return fmt.Errorf("label name %s is longer than the limit of %d bytes", Abbrev(l.Name), MaxLabelNameBytes)
+		}
 		if !ValidLabelName(l.Name) {
-			return fmt.Errorf("invalid label name %q: must match [a-zA-Z_][a-zA-Z0-9_]*", l.Name)
+			return fmt.Errorf("invalid label name %s: must match [a-zA-Z_][a-zA-Z0-9_]*", Abbrev(l.Name))
 		}
 		if l.Name == "__name__" {
 			return fmt.Errorf("label __name__ is not allowed next to a metric name")

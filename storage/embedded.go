@@ -55,6 +55,9 @@ type Options struct {
 	DisableQueryCache bool
 	// LogLevel for VictoriaMetrics' own logger: INFO, WARN, ERROR. Default WARN.
 	LogLevel string
+	// Metrics receives ballast's storage counters (rejected queries, WAL,
+	// disk space). Default: a private set.
+	Metrics *metrics.Set
 }
 
 func (o *Options) withDefaults() Options {
@@ -78,6 +81,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.LogLevel == "" {
 		r.LogLevel = "WARN"
+	}
+	if r.Metrics == nil {
+		r.Metrics = metrics.NewSet()
 	}
 	return r
 }
@@ -299,6 +305,11 @@ type rowBuf struct {
 	buf  []byte
 }
 
+// writeChunkBytes bounds the encoded names handed to the store at once:
+// a request's rows are encoded and written in chunks of about this size,
+// so that extra labels copied into every row cannot blow memory up.
+const writeChunkBytes = 4 << 20
+
 // WriteBatch writes an already validated batch.
 func (e *Embedded) WriteBatch(b *ingest.Batch) error {
 	rb, _ := rowBufPool.Get().(*rowBuf)
@@ -306,8 +317,16 @@ func (e *Embedded) WriteBatch(b *ingest.Batch) error {
 		rb = &rowBuf{}
 	}
 	defer rowBufPool.Put(rb)
-	rb.rows, rb.buf = b.MetricRows(rb.rows[:0], rb.buf)
-	return e.WriteRows(rb.rows)
+	for next := 0; next < b.Len(); {
+		rb.rows, rb.buf, next = b.MetricRows(rb.rows[:0], rb.buf, next, writeChunkBytes)
+		if err := e.WriteRows(rb.rows); err != nil {
+			return err
+		}
+	}
+	if cap(rb.buf) > 2*writeChunkBytes {
+		rb.buf = nil // one huge row: do not keep its buffer in the pool
+	}
+	return nil
 }
 
 // WriteRows hands rows in lib/storage encoding to the store. It exists for

@@ -104,8 +104,7 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, format, ingest.ReasonLabels, http.StatusBadRequest, err)
 		return
 	}
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err := checkContentType(format, ct); err != nil {
+	if err := checkContentType(format, r.Header); err != nil {
 		h.reject(w, r, format, "content_type", http.StatusUnsupportedMediaType, err)
 		return
 	}
@@ -206,11 +205,17 @@ func (h *IngestHandler) reject(w http.ResponseWriter, r *http.Request, format, r
 
 // writeAPIError answers in the Prometheus API error shape.
 func writeAPIError(w http.ResponseWriter, code int, err error) {
+	writeAPIErrorType(w, code, errorTypeFor(code), err)
+}
+
+// writeAPIErrorType answers in the Prometheus API error shape with an
+// explicit errorType.
+func writeAPIErrorType(w http.ResponseWriter, code int, errType string, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]string{
 		"status":    "error",
-		"errorType": errorTypeFor(code),
+		"errorType": errType,
 		"error":     err.Error(),
 	})
 }
@@ -233,19 +238,32 @@ func errorTypeFor(code int) string {
 	}
 }
 
-func checkContentType(format, ct string) error {
+// checkContentType accepts only the documented content types: Prometheus
+// text (text/plain, OpenMetrics, or none) and remote write 1.0
+// (application/x-protobuf). Form encodings are refused so that a web page
+// cannot post data with a plain HTML form, and remote write 2.0 is refused
+// with 415 as its specification asks of a receiver that does not speak it.
+func checkContentType(format string, h http.Header) error {
+	raw := h.Get("Content-Type")
+	ct, params, err := mime.ParseMediaType(raw)
+	if raw != "" && err != nil {
+		return fmt.Errorf("content type %q does not parse: %w", raw, err)
+	}
 	if format == "remote_write" {
 		if ct != "application/x-protobuf" {
-			return fmt.Errorf("content type %q is not remote write; want application/x-protobuf with a snappy-compressed WriteRequest", ct)
+			return fmt.Errorf("content type %q is not remote write; want application/x-protobuf with a snappy-compressed WriteRequest", raw)
+		}
+		v := h.Get("X-Prometheus-Remote-Write-Version")
+		if p := params["proto"]; (p != "" && p != "prometheus.WriteRequest") || strings.HasPrefix(v, "2.") {
+			return fmt.Errorf("remote write 2.0 (proto %q, version %q) is not supported; send remote write 1.0 (proto=prometheus.WriteRequest)", p, v)
 		}
 		return nil
 	}
 	switch {
-	case ct == "", strings.HasPrefix(ct, "text/"), ct == "application/openmetrics-text",
-		ct == "application/x-www-form-urlencoded": // curl --data-binary's default
+	case ct == "", ct == "text/plain", ct == "application/openmetrics-text":
 		return nil
 	}
-	return fmt.Errorf("content type %q is not Prometheus text exposition; want text/plain", ct)
+	return fmt.Errorf("content type %q is not Prometheus text exposition; want text/plain (curl: -H 'Content-Type: text/plain')", raw)
 }
 
 // readBody reads at most max bytes of r's body (gunzipping text when
@@ -296,15 +314,19 @@ func readBody(dst []byte, r *http.Request, max int, format string) ([]byte, erro
 }
 
 // parseExtraLabels reads extra_label=name=value query args, as
-// VictoriaMetrics' import endpoints accept them.
+// VictoriaMetrics' import endpoints accept them, within
+// ingest.MaxExtraLabelBytes.
 func parseExtraLabels(r *http.Request) ([]models.Label, error) {
 	var out []models.Label
 	for _, kv := range r.URL.Query()["extra_label"] {
 		n, v, ok := strings.Cut(kv, "=")
-		if !ok || !models.ValidLabelName(n) {
-			return nil, fmt.Errorf("extra_label %q is not name=value with a valid label name", kv)
+		if !ok {
+			return nil, fmt.Errorf("extra_label %s is not name=value", models.Abbrev(kv))
 		}
 		out = append(out, models.Label{Name: n, Value: v})
+	}
+	if err := ingest.CheckExtraLabels(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -7,7 +7,21 @@ import (
 	"strings"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmselect"
+	"github.com/VictoriaMetrics/metrics"
 )
+
+// QueryPaths are the read endpoints of the query API that the mds mounts
+// (docs/storage.md); everything else vmselect could serve stays unmounted.
+var QueryPaths = []string{
+	"/api/v1/query", "/api/v1/query_range", "/api/v1/series", "/api/v1/labels",
+	"/api/v1/label/{name}/values", "/api/v1/metadata", "/api/v1/query_exemplars",
+	"/api/v1/status/buildinfo", "/api/v1/status/tsdb", "/api/v1/export", "/federate",
+	"/vmui", "/vmui/",
+}
+
+// AdminPaths are the destructive endpoints of the query API, mounted only
+// behind the admin scope.
+var AdminPaths = []string{"/api/v1/admin/tsdb/delete_series"}
 
 // QueryHandler returns the Prometheus HTTP API v1 served by VictoriaMetrics'
 // vmselect (MetricsQL engine): /api/v1/query, /api/v1/query_range,
@@ -27,7 +41,7 @@ func (e *Embedded) QueryHandler() http.Handler {
 			writeAPIError(w, http.StatusServiceUnavailable, ErrClosed)
 			return
 		}
-		ew := &errorRewriter{ResponseWriter: w}
+		ew := &errorRewriter{ResponseWriter: w, set: e.opts.Metrics}
 		if !vmselect.RequestHandler(ew, r) {
 			writeAPIError(w, http.StatusNotFound, errNotFound(r.URL.Path))
 			return
@@ -61,6 +75,7 @@ func (p errNotFound) Error() string { return "no API endpoint at " + string(p) }
 // error responses so that finish can rewrite them.
 type errorRewriter struct {
 	http.ResponseWriter
+	set  *metrics.Set
 	code int
 	buf  *bytes.Buffer
 }
@@ -103,13 +118,34 @@ func (w *errorRewriter) finish() {
 		msg = body.Error
 	}
 	// vmselect answers 422 for unparsable queries and bad arguments;
-	// Prometheus answers 400 bad_data for both.
-	if code == 422 {
+	// Prometheus answers 400 bad_data for both. Limits are not the
+	// client's syntax error: a query past its time limit is 503 timeout
+	// (as Prometheus answers), one refused for memory, points or series
+	// limits is 422 execution, one that waited too long for a
+	// concurrency slot is 503 unavailable.
+	reason := ""
+	switch {
+	case strings.Contains(msg, "timeout exceeded") || strings.Contains(msg, "deadline exceeded"):
+		code, reason = http.StatusServiceUnavailable, "timeout"
+	case strings.Contains(msg, "concurrent requests") || strings.Contains(msg, "maxConcurrentRequests"):
+		code, reason = http.StatusServiceUnavailable, "concurrency"
+	case strings.Contains(msg, "maxMemoryPerQuery") || strings.Contains(msg, "not enough memory"):
+		code, reason = 422, "memory"
+	case strings.Contains(msg, "maxUniqueTimeseries") || strings.Contains(msg, "maxSamplesPerQuery") || strings.Contains(msg, "too many points"):
+		code, reason = 422, "size"
+	case code == 422:
 		code = http.StatusBadRequest
+	}
+	if reason != "" && w.set != nil {
+		w.set.GetOrCreateCounter(`ballast_query_rejected_total{reason="` + reason + `"}`).Inc()
 	}
 	h := w.ResponseWriter.Header()
 	h.Del("Content-Length")
-	writeAPIError(w.ResponseWriter, code, apiErr(msg))
+	errType := errorTypeFor(code)
+	if reason == "timeout" {
+		errType = "timeout"
+	}
+	writeAPIErrorType(w.ResponseWriter, code, errType, apiErr(msg))
 }
 
 type apiErr string

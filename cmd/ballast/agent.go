@@ -163,7 +163,10 @@ func runAgent(ctx context.Context, env *cmdEnv, role string, args []string) erro
 			return fmt.Errorf("cannot register agent metrics: %w", err)
 		}
 	}
-	srv := cluster.NewServer(cfg.Listen, nil, logger)
+	srv, err := cluster.NewServer(cluster.ServerOptions{Addr: cfg.Listen, Role: role, Logger: logger, Auth: cfg.Auth, TLS: cfg.TLS, HTTP: cfg.HTTP})
+	if err != nil {
+		return err
+	}
 	srv.SetMetricsHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	if err := srv.Start(); err != nil {
 		return err

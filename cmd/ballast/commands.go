@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ballast-io/ballast/cluster"
 )
 
 // command is one `ballast` subcommand. Files of this package register their
@@ -102,4 +104,14 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// registerClientFlags adds the flags of a command that talks to an mds:
+// a bearer token file (never the token itself: command lines are visible
+// to every user of the host) and TLS files.
+func registerClientFlags(fs *flag.FlagSet, c *cluster.ClientConfig) {
+	fs.StringVar(&c.BearerTokenFile, "token-file", "", "file holding a bearer token with the scope the command needs (docs/security.md)")
+	fs.StringVar(&c.TLS.CAFile, "ca-file", "", "PEM CA bundle that verifies an https mds (default: system roots)")
+	fs.StringVar(&c.TLS.CertFile, "cert-file", "", "client certificate for mTLS (with --key-file)")
+	fs.StringVar(&c.TLS.KeyFile, "key-file", "", "private key of --cert-file")
 }

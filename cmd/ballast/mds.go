@@ -24,6 +24,10 @@ drive heat map, GPU time lost, checkpoint forecasts and the capacity report
 (/api/v1/reports/capacity/); Grafana dashboards and a data source plugin
 are in grafana/ (docs/grafana.md).
 
+Authentication (scoped bearer tokens read from files, client certificates),
+TLS and listener limits are set in the config file (docs/security.md);
+tokens are never taken from the command line.
+
 Configuration comes from --config (YAML, see docs/config.md); the flags
 below override the file. SIGINT or SIGTERM stops it cleanly, flushing data
 to disk; a second signal exits at once.`

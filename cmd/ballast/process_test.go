@@ -49,8 +49,15 @@ var listenRe = regexp.MustCompile(`msg="mds started" listen=(\S+)`)
 // reports its address.
 func startMDS(t *testing.T, dataDir string, extra ...string) *mdsProc {
 	t.Helper()
-	args := append([]string{"mds", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
-	cmd := exec.Command(ballastBin, args...)
+	return startMDSWith(t, []string{ballastBin}, dataDir, extra...)
+}
+
+// startMDSWith runs `ballast mds` through argv (the binary, or a wrapper
+// that ends by running it with the arguments that follow).
+func startMDSWith(t *testing.T, argv []string, dataDir string, extra ...string) *mdsProc {
+	t.Helper()
+	args := append(append(argv[1:len(argv):len(argv)], "mds", "--listen", "127.0.0.1:0", "--data-dir", dataDir), extra...)
+	cmd := exec.Command(argv[0], args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/cluster"
 	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim/capacityeval"
@@ -43,6 +44,7 @@ type reportFlags struct {
 	lookback, step, timeout                         time.Duration
 	checkpoint                                      time.Duration
 	noDrives                                        bool
+	client                                          cluster.ClientConfig
 }
 
 func runReportCapacity(ctx context.Context, env *cmdEnv, args []string) error {
@@ -74,6 +76,7 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	fs.DurationVar(&f.checkpoint, "checkpoint-period", 0, "checkpoint cadence to model as a seasonal cycle (0: none)")
 	fs.StringVar(&f.findings, "findings", "", "JSON-lines file of findings; drive_failure_risk and drive_wearout ones mark drives at risk")
 	fs.BoolVar(&f.noDrives, "no-drive-health", false, "do not run drive-health analysis on the SMART series")
+	registerClientFlags(fs, &f.client)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,7 +94,11 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	client, err := api.NewClient(api.Config{Address: f.url})
+	rt, err := cluster.NewClientTransport(f.client)
+	if err != nil {
+		return err
+	}
+	client, err := api.NewClient(api.Config{Address: f.url, RoundTripper: rt})
 	if err != nil {
 		return fmt.Errorf("cannot use query API %q: %w", f.url, err)
 	}

@@ -195,7 +195,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, response{Error: fe.Error(), Field: fe.Path})
 	case errors.As(err, &ce):
 		reply(w, http.StatusConflict, response{Error: ce.Error(), Field: ce.Path})
+	case errors.As(err, &se) && isBadInput(se.Err):
+		// The store refused the derived samples for what they say (a
+		// report_time older than the retention): sending it again cannot
+		// help, so this is not a 503.
+		reply(w, http.StatusBadRequest, response{Error: se.Error(), Field: "report_time"})
 	case errors.As(err, &se):
+		w.Header().Set("Retry-After", "5")
 		reply(w, http.StatusServiceUnavailable, response{Error: se.Error()})
 	case errors.As(err, &ke):
 		w.Header().Set("Retry-After", "60")
@@ -218,6 +224,9 @@ func DecodeBatch(body []byte) (*models.LayoutStatsBatch, error) {
 		// The fast path failed; decode again piece by piece to name the
 		// report the error is in (encoding/json paths carry no indices).
 		return nil, locate(body, err)
+	}
+	if err := checkKeys(body); err != nil {
+		return nil, err
 	}
 	return &b, nil
 }
@@ -308,4 +317,12 @@ func jsonFieldError(path string, err error) error {
 		return &models.FieldError{Path: join(path, name), Reason: "unknown field (field names are RFC 8435's XDR names, see docs/layoutstats.md)"}
 	}
 	return &models.FieldError{Path: body, Reason: err.Error()}
+}
+
+// isBadInput reports whether err says the input itself is unacceptable
+// (storage validation errors have a BadInput method) rather than the store
+// being unavailable.
+func isBadInput(err error) bool {
+	var bi interface{ BadInput() bool }
+	return errors.As(err, &bi) && bi.BadInput()
 }

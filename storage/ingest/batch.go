@@ -35,23 +35,36 @@ type Limits struct {
 	// DefaultTimestamp (ms) is given to samples that carry none.
 	DefaultTimestamp int64
 	// ExtraLabels are added to every series (and override labels of the
-	// same name), e.g. instance and job for scraped targets.
+	// same name), e.g. from ?extra_label=. Every call that adds to one
+	// batch must pass the same ExtraLabels: the batch keeps them once, not
+	// once per row.
 	ExtraLabels []models.Label
 	// DefaultLabels are added to every series that has no label of the
 	// same name (after ExtraLabels), e.g. node and role on scraped series.
 	DefaultLabels []models.Label
 }
 
+// MaxLabelSetBytes bounds the encoded label set of one series, metric name
+// included: VictoriaMetrics indexes a series in one entry of at most
+// 64 KiB and silently skips larger ones.
+const MaxLabelSetBytes = 65000
+
+// MaxExtraLabelBytes bounds the total size of the extra labels of a
+// request (names and values), which are copied into every series.
+const MaxExtraLabelBytes = 4096
+
 // Batch is a decoded, validated set of rows. Its strings may alias the
 // request body, so a Batch must not outlive the body it was decoded from
 // unless Samples is used to copy it out.
 type Batch struct {
-	nans   int
-	rows   []row
-	labels []models.Label
-	pbuf   []prompb.Label
-	psmp   []prompb.Sample
-	pts    []prompb.TimeSeries
+	nans    int
+	rows    []row
+	labels  []models.Label
+	extra   []models.Label // applied to every row, after its own labels
+	scratch []models.Label
+	pbuf    []prompb.Label
+	psmp    []prompb.Sample
+	pts     []prompb.TimeSeries
 }
 
 type row struct {
@@ -68,6 +81,7 @@ func (b *Batch) Reset() {
 	b.rows = b.rows[:0]
 	clear(b.labels)
 	b.labels = b.labels[:0]
+	b.extra = nil
 }
 
 // Len returns the number of rows in b.
@@ -77,12 +91,29 @@ func (b *Batch) Len() int { return len(b.rows) }
 // marker): valid, but not stored, as in VictoriaMetrics.
 func (b *Batch) NaNs() int { return b.nans }
 
+// rowLabels returns the labels of r with the batch's extra labels applied,
+// in scratch space valid until the next call.
+func (b *Batch) rowLabels(r *row) []models.Label {
+	ls := b.labels[r.lstart:r.lend]
+	if len(b.extra) == 0 {
+		return ls
+	}
+	out := append(b.scratch[:0], ls...)
+	for _, e := range b.extra {
+		out = setLabel(out, 0, e)
+	}
+	b.scratch = out
+	return out
+}
+
 // Samples copies the rows of b out as samples that own their memory.
 func (b *Batch) Samples() []models.Sample {
 	out := make([]models.Sample, len(b.rows))
-	for i, r := range b.rows {
-		ls := make([]models.Label, r.lend-r.lstart)
-		for j, l := range b.labels[r.lstart:r.lend] {
+	for i := range b.rows {
+		r := &b.rows[i]
+		src := b.rowLabels(r)
+		ls := make([]models.Label, len(src))
+		for j, l := range src {
 			ls[j] = models.Label{Name: strings.Clone(l.Name), Value: strings.Clone(l.Value)}
 		}
 		out[i] = models.Sample{Name: strings.Clone(r.name), Labels: ls, Timestamp: r.ts, Value: r.v}
@@ -90,34 +121,52 @@ func (b *Batch) Samples() []models.Sample {
 	return out
 }
 
-// MetricRows appends b's rows to dst in the encoding lib/storage expects
-// (MarshalMetricNameRaw; any other encoding is silently dropped by it).
-// buf backs the encoded names and is returned for reuse.
-func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte) ([]vmstorage.MetricRow, []byte) {
+// MetricRows appends b's rows from index start on to dst in the encoding
+// lib/storage expects (MarshalMetricNameRaw; any other encoding is silently
+// dropped by it), stopping before the encoded names would pass maxBytes
+// (but taking at least one row). buf backs the names and is returned for
+// reuse; next is the index of the first row not encoded, Len() at the
+// end. Encoding in chunks bounds memory: extra labels are copied into every
+// row's name.
+func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte, start, maxBytes int) (rows []vmstorage.MetricRow, out []byte, next int) {
 	// Size buf once so that the MetricNameRaw slices stay valid: appending
 	// past capacity would move earlier names.
-	need := 0
-	for _, r := range b.rows {
-		need += len(r.name) + 8
-		for _, l := range b.labels[r.lstart:r.lend] {
-			need += len(l.Name) + len(l.Value) + 4
+	need, end := 0, start
+	for ; end < len(b.rows); end++ {
+		n := b.encodedSize(&b.rows[end])
+		if end > start && need+n > maxBytes {
+			break
 		}
+		need += n
 	}
 	if cap(buf) < need {
 		buf = make([]byte, 0, need)
 	}
 	buf = buf[:0]
-	for _, r := range b.rows {
+	for i := start; i < end; i++ {
+		r := &b.rows[i]
 		pl := append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: r.name})
-		for _, l := range b.labels[r.lstart:r.lend] {
+		for _, l := range b.rowLabels(r) {
 			pl = append(pl, prompb.Label{Name: l.Name, Value: l.Value})
 		}
 		b.pbuf = pl
-		start := len(buf)
+		at := len(buf)
 		buf = vmstorage.MarshalMetricNameRaw(buf, pl)
-		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[start:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
+		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[at:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
 	}
-	return dst, buf
+	return dst, buf, end
+}
+
+// encodedSize is an upper bound of r's MarshalMetricNameRaw size.
+func (b *Batch) encodedSize(r *row) int {
+	n := len(r.name) + 8
+	for _, l := range b.labels[r.lstart:r.lend] {
+		n += len(l.Name) + len(l.Value) + 4
+	}
+	for _, l := range b.extra {
+		n += len(l.Name) + len(l.Value) + 4
+	}
+	return n
 }
 
 // MarshalWriteRequest appends rows [from, to) of b to dst as a Prometheus
@@ -128,7 +177,7 @@ func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte) ([]vmstorage.M
 func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
 	n := 0
 	for _, r := range b.rows[from:to] {
-		n += 1 + int(r.lend-r.lstart)
+		n += 1 + int(r.lend-r.lstart) + len(b.extra)
 	}
 	ls, ss, tss := b.pbuf[:0], b.psmp[:0], b.pts[:0]
 	if cap(ls) < n {
@@ -140,7 +189,7 @@ func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
 	for _, r := range b.rows[from:to] {
 		start := len(ls)
 		ls = append(ls, prompb.Label{Name: "__name__", Value: r.name})
-		for _, l := range b.labels[r.lstart:r.lend] {
+		for _, l := range b.rowLabels(&r) {
 			ls = append(ls, prompb.Label{Name: l.Name, Value: l.Value})
 		}
 		ss = append(ss, prompb.Sample{Value: r.v, Timestamp: r.ts})
@@ -161,35 +210,50 @@ func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
 	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	for i := range samples {
 		s := &samples[i]
-		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Value, lim); err != nil {
+		// In process, a zero Timestamp means "now" (models.Sample).
+		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Timestamp != 0, s.Value, lim); err != nil {
 			b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
-			return fmt.Errorf("sample %d (%s): %w", i, s.Name, err)
+			return fmt.Errorf("sample %d (%s): %w", i, models.Abbrev(s.Name), err)
 		}
 	}
 	return nil
 }
 
 // add validates one row and appends it; a NaN other than the staleness
-// marker is counted instead.
-func (b *Batch) add(name string, ls []models.Label, ts int64, v float64, lim *Limits) error {
-	if !models.ValidMetricName(name) {
-		return &RejectError{Reason: ReasonName, Err: fmt.Errorf("invalid metric name %q: must match [a-zA-Z_:][a-zA-Z0-9_:]*", name)}
+// marker is counted instead. hasTS says whether ts was given (0 included);
+// a row without one gets lim.DefaultTimestamp. Extra labels are checked
+// here but kept once per batch (b.extra), not copied into the row.
+func (b *Batch) add(name string, ls []models.Label, ts int64, hasTS bool, v float64, lim *Limits) error {
+	if err := models.CheckMetricName(name); err != nil {
+		return &RejectError{Reason: ReasonName, Err: err}
+	}
+	if len(lim.ExtraLabels) > 0 {
+		b.extra = lim.ExtraLabels
 	}
 	start := len(b.labels)
 	b.labels = append(b.labels, ls...)
-	for _, e := range lim.ExtraLabels {
-		b.labels = setLabel(b.labels, start, e)
-	}
 	for _, d := range lim.DefaultLabels {
-		if models.LabelValue(b.labels[start:], d.Name) == "" {
+		if models.LabelValue(b.labels[start:], d.Name) == "" && models.LabelValue(b.extra, d.Name) == "" {
 			b.labels = setLabel(b.labels, start, d)
 		}
 	}
-	if err := models.ValidateLabels(b.labels[start:]); err != nil {
+	all := b.labels[start:]
+	if len(b.extra) > 0 {
+		all = append(b.scratch[:0], all...)
+		for _, e := range b.extra {
+			all = setLabel(all, 0, e)
+		}
+		b.scratch = all
+	}
+	if err := models.ValidateLabels(all); err != nil {
 		b.labels = b.labels[:start]
 		return &RejectError{Reason: ReasonLabels, Err: err}
 	}
-	if ts == 0 {
+	if n := labelSetBytes(name, all); n > MaxLabelSetBytes {
+		b.labels = b.labels[:start]
+		return &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
+	}
+	if !hasTS {
 		ts = lim.DefaultTimestamp
 	}
 	if err := checkTimestamp(ts, lim); err != nil {
@@ -215,7 +279,55 @@ func setLabel(ls []models.Label, start int, l models.Label) []models.Label {
 	return append(ls, l)
 }
 
+// labelSetBytes is the size of a series' identity in VictoriaMetrics'
+// index: names and values, a separator each, and an escape byte for every
+// byte 0, 1 or 2 in them. Labels with empty values are not stored.
+func labelSetBytes(name string, ls []models.Label) int {
+	n := len(name) + 1 + escapes(name)
+	for _, l := range ls {
+		if l.Value != "" {
+			n += len(l.Name) + len(l.Value) + 2 + escapes(l.Name) + escapes(l.Value)
+		}
+	}
+	return n
+}
+
+func escapes(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] <= 2 {
+			n++
+		}
+	}
+	return n
+}
+
+// CheckExtraLabels validates the extra labels of a request: valid names,
+// each value within limits, at most MaxExtraLabelBytes in all.
+func CheckExtraLabels(ls []models.Label) error {
+	if err := models.ValidateLabels(ls); err != nil {
+		return &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("extra_label: %w", err)}
+	}
+	n := 0
+	for _, l := range ls {
+		n += len(l.Name) + len(l.Value)
+	}
+	if n > MaxExtraLabelBytes {
+		return &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("extra_label: %d bytes of extra labels; the limit is %d (they are copied into every series)", n, MaxExtraLabelBytes)}
+	}
+	return nil
+}
+
 func checkTimestamp(ts int64, lim *Limits) error {
+	// Beyond these, the text parser's float-to-int conversion has
+	// overflowed or the number is not a Unix time in milliseconds.
+	const minSane, maxSane = -1 << 53, 1 << 53
+	if ts == math.MinInt64 {
+		return fmt.Errorf("timestamp does not fit in 64-bit Unix milliseconds")
+	}
+	if ts < minSane || ts > maxSane {
+		return fmt.Errorf("timestamp %d is out of range: want Unix milliseconds", ts)
+	}
 	if lim.MinTimestamp != 0 && ts < lim.MinTimestamp {
 		return fmt.Errorf("timestamp %s is older than the retention allows (oldest accepted: %s)", fmtMillis(ts), fmtMillis(lim.MinTimestamp))
 	}

@@ -24,6 +24,10 @@ type RejectError struct {
 func (e *RejectError) Error() string { return e.Err.Error() }
 func (e *RejectError) Unwrap() error { return e.Err }
 
+// BadInput reports that the input itself was refused: sending it again
+// unchanged cannot succeed. Callers outside storage check for the method.
+func (e *RejectError) BadInput() bool { return true }
+
 // Reason returns the rejection reason of err (of its first rejection for a
 // *Rejected), or ReasonParse when err carries none (lexing and protobuf
 // errors).

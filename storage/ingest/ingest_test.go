@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -74,7 +75,10 @@ func TestMetricRowsRoundTrip(t *testing.T) {
 	if err := ParseText("m{b=\"2\",a=\"1\"} 7 1700000001000\nn 8 1700000002000\n", &lim, &b); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := b.MetricRows(nil, nil)
+	rows, _, next := b.MetricRows(nil, nil, 0, 1<<20)
+	if next != 2 {
+		t.Fatalf("next %d; want 2", next)
+	}
 	if len(rows) != 2 {
 		t.Fatalf("got %d rows; want 2", len(rows))
 	}
@@ -87,6 +91,105 @@ func TestMetricRowsRoundTrip(t *testing.T) {
 	}
 	if rows[1].Value != 8 || rows[1].Timestamp != 1700000002000 {
 		t.Errorf("row 1: %+v", rows[1])
+	}
+}
+
+func TestExplicitTimestampZero(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		hasTS bool
+	}{
+		{"m 1", false},
+		{"m 1 0", true},
+		{"m  1   0  ", true},
+		{"m{a=\"b\"} 1", false},
+		{"m{a=\"b\"} 1 0", true},
+		{"m{a=\"} 1 2 {\"} 1", false},
+		{"m{a=\"x\\\"} 1 0\"} 5", false},
+		{"m 1 # comment 0", false},
+		{"m{a=\"#\"} 1 0", true},
+	} {
+		var b Batch
+		lim := Limits{DefaultTimestamp: 42, MinTimestamp: 1}
+		err := ParseText(c.line+"\n", &lim, &b)
+		if c.hasTS {
+			if err == nil || !strings.Contains(err.Error(), "1970") {
+				t.Errorf("%q: got %v; want an error naming 1970 (an explicit timestamp 0)", c.line, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.line, err)
+			continue
+		}
+		if got := b.Samples()[0].Timestamp; got != 42 {
+			t.Errorf("%q: timestamp %d; want the default 42", c.line, got)
+		}
+	}
+}
+
+func TestLimitsBeforeVictoriaMetrics(t *testing.T) {
+	long := strings.Repeat("n", 70<<10)
+	var big strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&big, "l%d=%q,", i, strings.Repeat("v", 4000))
+	}
+	for _, c := range []struct {
+		body, want string
+	}{
+		{long + " 1 1\n", "metric name \"nnnn"},
+		{"m{" + long[:300] + "=\"v\"} 1 1\n", "label name"},
+		{"m{" + big.String() + "} 1 1\n", "label set is 80"},
+		{"m 1 9223372036854775807\n", "does not fit"},
+		{"m 1 1e17\n", "out of range"},
+		{"m 1 NaN\n", "does not fit"},
+	} {
+		var b Batch
+		err := ParseText(c.body, &Limits{}, &b)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%.40q: got %v; want an error containing %q", c.body, err, c.want)
+		}
+		if err != nil && len(err.Error()) > 1024 {
+			t.Errorf("%.40q: the error is %d bytes long; want it short", c.body, len(err.Error()))
+		}
+	}
+}
+
+func TestExtraLabelsKeptOnceAndRowsEncodedInChunks(t *testing.T) {
+	extra := []models.Label{{Name: "x", Value: strings.Repeat("e", 4000)}}
+	if err := CheckExtraLabels(extra); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExtraLabels(append(extra, models.Label{Name: "y", Value: strings.Repeat("y", 100)})); err == nil {
+		t.Errorf("4 KB of extra labels plus more: got nil; want an error")
+	}
+	var body strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&body, "m_%d 1 1700000000000\n", i)
+	}
+	var b Batch
+	if err := ParseText(body.String(), &Limits{ExtraLabels: extra}, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.labels) != 0 {
+		t.Errorf("the batch holds %d label copies; want the extra labels kept once", len(b.labels))
+	}
+	var rows []vmstorage.MetricRow
+	var buf []byte
+	chunks, total := 0, 0
+	for next := 0; next < b.Len(); chunks++ {
+		rows, buf, next = b.MetricRows(rows[:0], buf, next, 64<<10)
+		total += len(rows)
+		if cap(buf) > 64<<10 {
+			t.Fatalf("chunk buffer %d bytes; want at most 64 KiB", cap(buf))
+		}
+	}
+	if total != 1000 || chunks < 60 {
+		t.Errorf("got %d rows in %d chunks; want 1000 rows in about 64", total, chunks)
+	}
+	var mn vmstorage.MetricName
+	if err := mn.UnmarshalRaw(rows[0].MetricNameRaw); err != nil || len(mn.Tags) != 1 || string(mn.Tags[0].Key) != "x" {
+		t.Errorf("encoded row %v, %v; want the extra label in it", mn.String(), err)
 	}
 }
 

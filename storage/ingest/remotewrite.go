@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/golang/snappy"
@@ -75,20 +76,41 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 			err = &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("duplicate label \"__name__\"")}
 		}
 		if err != nil {
-			onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err), len(ts.Samples))
+			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
 			continue
 		}
 		for j, s := range ts.Samples {
-			err := b.add(name, ls, s.Timestamp, s.Value, lim)
+			// Remote write always carries a timestamp: 0 means 1970.
+			err := b.add(name, ls, s.Timestamp, true, s.Value, lim)
 			if err == nil {
 				continue
 			}
 			if r := Reason(err); r == ReasonName || r == ReasonLabels {
 				// The series is bad, not the sample: say so once.
-				onReject(fmt.Errorf("timeseries %d (%s): %w", i, prompb.LabelsToString(ts.Labels), err), len(ts.Samples)-j)
+				onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples)-j)
 				break
 			}
-			onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, prompb.LabelsToString(ts.Labels), j, err), 1)
+			onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, seriesString(ts.Labels), j, err), 1)
 		}
 	}
+}
+
+// seriesString renders labels for an error message, at most about 300
+// bytes: an error never echoes a whole (possibly megabytes long) label set.
+func seriesString(ls []prompb.Label) string {
+	const max = 300
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i, l := range ls {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		if sb.Len() > max {
+			fmt.Fprintf(&sb, "… %d more labels", len(ls)-i)
+			break
+		}
+		fmt.Fprintf(&sb, "%s=%s", models.Abbrev(l.Name), models.Abbrev(l.Value))
+	}
+	sb.WriteByte('}')
+	return sb.String()
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
 
@@ -28,7 +29,7 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 	failed := false
 	rs.UnmarshalWithErrLogger(body, func(string) { failed = true })
 	if !failed {
-		if err := b.addTextRows(rs.Rows, lim); err == nil {
+		if err := b.addTextRows(body, rs.Rows, lim); err == nil {
 			return nil
 		}
 	}
@@ -43,24 +44,92 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 	return &rej
 }
 
-// addTextRows adds rows to b, stopping at the first invalid one.
-func (b *Batch) addTextRows(rows []prometheus.Row, lim *Limits) error {
+// addTextRows adds rows parsed from body to b, stopping at the first
+// invalid one.
+func (b *Batch) addTextRows(body string, rows []prometheus.Row, lim *Limits) error {
 	for i := range rows {
-		if err := b.addTextRow(&rows[i], lim); err != nil {
+		if err := b.addTextRow(body, &rows[i], lim); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (b *Batch) addTextRow(r *prometheus.Row, lim *Limits) error {
+func (b *Batch) addTextRow(body string, r *prometheus.Row, lim *Limits) error {
 	start := len(b.labels)
 	for _, t := range r.Tags {
 		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
 	}
 	ls := b.labels[start:]
 	b.labels = b.labels[:start]
-	return b.add(r.Metric, ls, r.Timestamp, r.Value, lim)
+	// The parser reads both "m 1" and "m 1 0" as timestamp 0; only the
+	// first means "no timestamp".
+	hasTS := r.Timestamp != 0 || explicitTimestamp(body, r)
+	return b.add(r.Metric, ls, r.Timestamp, hasTS, r.Value, lim)
+}
+
+// explicitTimestamp reports whether the line of body that r was parsed
+// from carries a timestamp field. It finds the line through r's metric
+// name (or first label), which the parser slices from body; a row whose
+// strings were unescaped into copies cannot be located and counts as
+// having none.
+func explicitTimestamp(body string, r *prometheus.Row) bool {
+	off := offsetIn(body, r.Metric)
+	if off < 0 && len(r.Tags) > 0 {
+		off = offsetIn(body, r.Tags[0].Key)
+	}
+	if off < 0 {
+		return false
+	}
+	ls := strings.LastIndexByte(body[:off], '\n') + 1
+	le := strings.IndexByte(body[off:], '\n')
+	line := body[ls:]
+	if le >= 0 {
+		line = body[ls : off+le]
+	}
+	// Skip the name and the label set, which may quote '}' and '#'.
+	if i := strings.IndexByte(line, '{'); i >= 0 {
+		tail, inQuote, esc := "", false, false
+	scan:
+		for j := i + 1; j < len(line); j++ {
+			c := line[j]
+			switch {
+			case esc:
+				esc = false
+			case c == '\\' && inQuote:
+				esc = true
+			case c == '"':
+				inQuote = !inQuote
+			case c == '}' && !inQuote:
+				tail = line[j+1:]
+				break scan
+			}
+		}
+		line = tail
+	} else {
+		line = strings.TrimLeft(line, " \t")
+		if i := strings.IndexAny(line, " \t"); i >= 0 {
+			line = line[i:]
+		}
+	}
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		line = line[:i]
+	}
+	return len(strings.Fields(line)) >= 2
+}
+
+// offsetIn returns where s starts inside body when s is a slice of body,
+// else -1.
+func offsetIn(body, s string) int {
+	if len(s) == 0 || len(body) == 0 {
+		return -1
+	}
+	b := uintptr(unsafe.Pointer(unsafe.StringData(body)))
+	p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	if p < b || p >= b+uintptr(len(body)) {
+		return -1
+	}
+	return int(p - b)
 }
 
 // parseTextByLine adds every valid line of body to b and records each
@@ -83,7 +152,7 @@ func parseTextByLine(body string, lim *Limits, b *Batch, rs *prometheus.Rows, re
 			continue
 		}
 		for i := range rs.Rows {
-			if err := b.addTextRow(&rs.Rows[i], lim); err != nil {
+			if err := b.addTextRow(s, &rs.Rows[i], lim); err != nil {
 				rej.add(fmt.Errorf("line %d: %s: %w", line, abbreviate(strings.TrimSpace(s)), err), 1)
 			}
 		}

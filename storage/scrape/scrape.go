@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -38,14 +39,29 @@ type Options struct {
 	Timeout     time.Duration
 	Targets     []string
 	TargetFiles []string
-	Writer      storage.BatchWriter
-	Metrics     *metrics.Set
-	Logger      *slog.Logger
+	// Client holds the scheme and credentials used for every target.
+	Client  Client
+	Writer  storage.BatchWriter
+	Metrics *metrics.Set
+	Logger  *slog.Logger
 	// ErrorLogEvery bounds how often one failing target is logged: its
 	// first failure at once, then at most once per ErrorLogEvery while it
 	// keeps failing (with the number of failed scrapes), and once when it
 	// is back. Default 5m.
 	ErrorLogEvery time.Duration
+}
+
+// Client is how the scraper connects to targets: the scheme, a bearer
+// token file and TLS files (lib/promscrape re-reads the files itself).
+type Client struct {
+	// Scheme is http or https; default http.
+	Scheme             string
+	BearerTokenFile    string
+	CAFile             string
+	CertFile           string
+	KeyFile            string
+	ServerName         string
+	InsecureSkipVerify bool
 }
 
 // Scraper pulls agents with VictoriaMetrics' lib/promscrape (the scraper of
@@ -97,8 +113,22 @@ func (s *Scraper) promConfig() ([]byte, error) {
 	type fileSD struct {
 		Files []string `yaml:"files"`
 	}
+	type authorization struct {
+		Type            string `yaml:"type"`
+		CredentialsFile string `yaml:"credentials_file"`
+	}
+	type tlsConfig struct {
+		CAFile             string `yaml:"ca_file,omitempty"`
+		CertFile           string `yaml:"cert_file,omitempty"`
+		KeyFile            string `yaml:"key_file,omitempty"`
+		ServerName         string `yaml:"server_name,omitempty"`
+		InsecureSkipVerify bool   `yaml:"insecure_skip_verify,omitempty"`
+	}
 	type scrapeConfig struct {
 		JobName       string         `yaml:"job_name"`
+		Scheme        string         `yaml:"scheme,omitempty"`
+		Authorization *authorization `yaml:"authorization,omitempty"`
+		TLSConfig     *tlsConfig     `yaml:"tls_config,omitempty"`
 		StaticConfigs []staticConfig `yaml:"static_configs,omitempty"`
 		FileSDConfigs []fileSD       `yaml:"file_sd_configs,omitempty"`
 	}
@@ -111,7 +141,33 @@ func (s *Scraper) promConfig() ([]byte, error) {
 	}{}
 	cfg.Global.ScrapeInterval = s.opts.Interval.String()
 	cfg.Global.ScrapeTimeout = s.opts.Timeout.String()
-	sc := scrapeConfig{JobName: "ballast-agents"}
+	c := &s.opts.Client
+	sc := scrapeConfig{JobName: "ballast-agents", Scheme: c.Scheme}
+	if c.BearerTokenFile != "" {
+		abs, err := filepath.Abs(c.BearerTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("cannot resolve bearer token file %q: %w", c.BearerTokenFile, err)
+		}
+		sc.Authorization = &authorization{Type: "Bearer", CredentialsFile: abs}
+	}
+	// lib/promscrape reads relative paths from the generated file's folder.
+	tc := tlsConfig{ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify}
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{{&tc.CAFile, c.CAFile}, {&tc.CertFile, c.CertFile}, {&tc.KeyFile, c.KeyFile}} {
+		if f.src == "" {
+			continue
+		}
+		abs, err := filepath.Abs(f.src)
+		if err != nil {
+			return nil, fmt.Errorf("cannot resolve TLS file %q: %w", f.src, err)
+		}
+		*f.dst = abs
+	}
+	if tc != (tlsConfig{}) {
+		sc.TLSConfig = &tc
+	}
 	if len(s.opts.Targets) > 0 {
 		sc.StaticConfigs = []staticConfig{{Targets: s.opts.Targets}}
 	}
@@ -223,6 +279,18 @@ type pushState struct {
 // its series. Bad samples from a target are counted and skipped: there is
 // no client to answer with 400.
 func (s *Scraper) push(_ *auth.Token, wr *prompb.WriteRequest) {
+	// A target's page must never take the mds down: a panic while storing
+	// its samples marks that target down with the reason and is counted.
+	defer func() {
+		if v := recover(); v != nil {
+			target := targetOf(wr)
+			s.opts.Metrics.GetOrCreateCounter(`ballast_scrape_panics_total`).Inc()
+			if target != "" {
+				s.opts.Metrics.GetOrCreateGauge(fmt.Sprintf(`ballast_scrape_target_up{target=%q}`, target), nil).Set(0)
+			}
+			s.opts.Logger.Error("storing a scrape panicked; the target is marked down", "target", target, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
 	ps, _ := s.batches.Get().(*pushState)
 	if ps == nil {
 		ps = new(pushState)
@@ -452,4 +520,16 @@ func (s *Scraper) logTargets(now time.Time, ts []target) {
 			st.failures = 0
 		}
 	}
+}
+
+// targetOf returns the instance label of the first series of wr.
+func targetOf(wr *prompb.WriteRequest) string {
+	for _, ts := range wr.Timeseries {
+		for _, l := range ts.Labels {
+			if l.Name == "instance" {
+				return l.Value
+			}
+		}
+	}
+	return ""
 }

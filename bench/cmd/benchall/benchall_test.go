@@ -219,7 +219,7 @@ func TestPayloadsAgree(t *testing.T) {
 			}
 		}
 		for name, b := range map[string]*ingest.Batch{"text": &tb, "remote write": &rb} {
-			rows, _ := b.MetricRows(nil, nil)
+			rows, _, _ := b.MetricRows(nil, nil, 0, math.MaxInt)
 			for _, r := range rows {
 				k2 := key(string(r.MetricNameRaw), r.Timestamp)
 				v, ok := want[k2]
