@@ -150,25 +150,45 @@ type Single struct {
 	// FlushURL makes recent writes searchable ("" when writes are
 	// searchable on acknowledgement, as in Prometheus).
 	FlushURL string
+	// Scheme is http, or https when started with TLS.
+	Scheme string
+}
+
+func (s *Single) scheme() string {
+	if s.Scheme == "" {
+		return "http"
+	}
+	return s.Scheme
 }
 
 // WriteURL is the remote-write endpoint.
-func (s *Single) WriteURL() string { return "http://" + s.Addr + s.WritePath }
+func (s *Single) WriteURL() string { return s.scheme() + "://" + s.Addr + s.WritePath }
 
 // QueryURL is the Prometheus API root.
-func (s *Single) QueryURL() string { return "http://" + s.Addr }
+func (s *Single) QueryURL() string { return s.scheme() + "://" + s.Addr }
 
-// StartVictoriaMetrics starts Debian's single-node victoria-metrics.
-func StartVictoriaMetrics(t testing.TB) *Single {
+// StartVictoriaMetrics starts Debian's single-node victoria-metrics; extra
+// flags (TLS, -httpAuth.*) are appended. With -tls its URLs are https and
+// readiness is not polled (the caller's client knows the CA).
+func StartVictoriaMetrics(t testing.TB, extra ...string) *Single {
 	t.Helper()
 	bin := Debian(t, "victoria-metrics", "victoria-metrics")
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	p := Start(t, "victoria-metrics", bin, "-httpListenAddr="+addr, "-storageDataPath="+filepath.Join(t.TempDir(), "vm"),
-		"-retentionPeriod=1y", "-search.latencyOffset=0s", "-memory.allowedBytes=256MiB", "-loggerLevel=WARN")
+	args := append([]string{"-httpListenAddr=" + addr, "-storageDataPath=" + filepath.Join(t.TempDir(), "vm"),
+		"-retentionPeriod=1y", "-search.latencyOffset=0s", "-memory.allowedBytes=256MiB", "-loggerLevel=WARN"}, extra...)
+	p := Start(t, "victoria-metrics", bin, args...)
+	s := &Single{Proc: p, Addr: addr, WritePath: "/api/v1/write", FlushURL: "http://" + addr + "/internal/force_flush"}
+	for _, a := range extra {
+		if a == "-tls" {
+			s.Scheme = "https"
+			s.FlushURL = "https://" + addr + "/internal/force_flush"
+			return s
+		}
+	}
 	if err := WaitHTTP("http://"+addr+"/health", 30*time.Second); err != nil {
 		t.Fatalf("victoria-metrics did not start: %v", err)
 	}
-	return &Single{Proc: p, Addr: addr, WritePath: "/api/v1/write", FlushURL: "http://" + addr + "/internal/force_flush"}
+	return s
 }
 
 // StartPrometheus starts Debian's Prometheus with its remote-write
