@@ -45,7 +45,8 @@ func (c *cluster) Findings(f storage.FindingFilter) ([]models.Finding, error) {
 func (c *cluster) Actions() ([]models.Action, error) { return c.actions, nil }
 
 // Query answers the heat-map query with one series per drive: drive d of
-// DS i is (i%100)/100 busy, except ds0007/nvme3n1 at 0.995.
+// DS i is (i%100)/100 busy, except ds0007/nvme3n1 at 0.995 and
+// ds0005/nvme2n1, which has failed and has no reading.
 func (c *cluster) Query(_ context.Context, expr string, at time.Time) ([]storage.Series, error) {
 	c.queries = append(c.queries, expr)
 	if expr != heatQuery {
@@ -54,6 +55,9 @@ func (c *cluster) Query(_ context.Context, expr string, at time.Time) ([]storage
 	var out []storage.Series
 	for i := range c.nDS {
 		for d := range 8 {
+			if i == 5 && d == 2 {
+				continue
+			}
 			v := float64(i%100) / 100
 			if i == 7 && d == 3 {
 				v = 0.995
@@ -98,6 +102,11 @@ func newTestCluster(nDS, nFindings int) *cluster {
 		Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0007/nvme3"}, Start: now.Add(-time.Hour), LastSeen: now,
 		Summary: "unrecovered media errors rose by 52",
 	})
+	c.findings = append(c.findings, models.Finding{
+		ID: "drive_failure_risk:ds0005/nvme2", Kind: "drive_failure_risk", Severity: models.SeverityCritical,
+		Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0005/nvme2"}, Start: now.Add(-time.Hour), LastSeen: now,
+		Summary: "the drive reports its overall SMART health as FAILED",
+	})
 	c.actions = []models.Action{{ID: "evacuate_device:ds0007/nvme3", Kind: models.ActionEvacuateDevice, State: models.ActionProposed,
 		Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0007/nvme3"}, Created: now.Add(-time.Minute), Updated: now.Add(-time.Minute),
 		Params: map[string]string{"bytes": "65625000000"}, Reason: "drive likely to fail"}}
@@ -140,13 +149,17 @@ func TestConsolePagesAThousandDataServers(t *testing.T) {
 		`class="cell risk"`, // ds0007/nvme3n1 has a drive_failure_risk finding
 		"Drive likely to fail",
 		"GPUs are waiting for storage",
-		"findings 1–20 of 46",
+		"findings 1–20 of 47",
 		`data-verb="approve"`,
 		"evacuate_device",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page 1 does not contain %q", want)
 		}
+	}
+	// A failed drive has no reading but is still outlined.
+	if _, body := get(t, c, "/ui/?hsort=name"); !strings.Contains(body, `class="cell none risk" title="ds0005/nvme2n1: no reading — Drive likely to fail`) {
+		t.Error("heat map by name: ds0005/nvme2n1 (failed, no reading, drive_failure_risk) is not outlined")
 	}
 	// The last page of the heat map has the rest.
 	_, body = get(t, c, "/ui/?hpage=20&hsort=name")
@@ -160,8 +173,8 @@ func TestConsolePagesAThousandDataServers(t *testing.T) {
 	// Critical before warning; among warnings the most GPU-hours first.
 	_, body = get(t, c, "/ui/?fpage=1")
 	ids := regexp.MustCompile(`<tr class="finding [^"]*" data-kind="[^"]*" data-id="([^"]+)"`).FindAllStringSubmatch(body, -1)
-	if len(ids) != 20 || ids[0][1] != "drive_failure_risk:ds0007/nvme3" || ids[1][1] != "gpu_starvation:ds:44" {
-		t.Errorf("findings order: got %v; want the critical drive finding, then gpu_starvation:ds:44 (most GPU-hours)", ids[:min(3, len(ids))])
+	if len(ids) != 20 || ids[0][1] != "drive_failure_risk:ds0005/nvme2" || ids[1][1] != "drive_failure_risk:ds0007/nvme3" || ids[2][1] != "gpu_starvation:ds:44" {
+		t.Errorf("findings order: got %v; want the critical drive findings (newest first), then gpu_starvation:ds:44 (most GPU-hours)", ids[:min(3, len(ids))])
 	}
 }
 

@@ -66,12 +66,7 @@ func (c *Console) heat(ctx context.Context, pg *page, p params, now time.Time, a
 			rows[node] = r
 		}
 		v := s.Values[len(s.Values)-1]
-		cell := heatCell{Drive: dev, Util: v, Has: true, Color: heatColor(v)}
-		if t, ok := risk[node+"/"+dev]; ok {
-			cell.Risk = t
-		} else if t, ok := risk[node+"/"+controllerOf(dev)]; ok {
-			cell.Risk = t
-		}
+		cell := heatCell{Drive: dev, Util: v, Has: true, Color: heatColor(v), Risk: riskOf(risk, node, dev)}
 		r.Cells = append(r.Cells, cell)
 		r.Max = max(r.Max, v)
 	}
@@ -107,7 +102,9 @@ func (c *Console) heat(ctx context.Context, pg *page, p params, now time.Time, a
 		for _, d := range hm.Drives {
 			cl, ok := byDrive[d]
 			if !ok {
-				cl = heatCell{Drive: d}
+				// No reading (a failed or removed drive): still outlined
+				// when a finding is about it.
+				cl = heatCell{Drive: d, Risk: riskOf(risk, r.DS, d)}
 			}
 			row.Cells = append(row.Cells, cl)
 		}
@@ -121,6 +118,15 @@ func (c *Console) heat(ctx context.Context, pg *page, p params, now time.Time, a
 	}
 	hm.SortHot, hm.SortName = q("hot"), q("name")
 	pg.Heat = hm
+}
+
+// riskOf returns the finding about drive dev of DS node, named by its
+// namespace or its controller.
+func riskOf(risk map[string]string, node, dev string) string {
+	if t, ok := risk[node+"/"+dev]; ok {
+		return t
+	}
+	return risk[node+"/"+controllerOf(dev)]
 }
 
 // controllerOf strips an NVMe namespace suffix: nvme3n1 → nvme3.

@@ -182,11 +182,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if *screenshots {
 		s.Navigate(consoleURL)
 		dir := filepath.Join("..", "..", "docs", "img")
-		s.Screenshot(filepath.Join(dir, "console.png"), 2600)
-		// The rest of the page below a short findings list: heat map,
-		// checkpoint forecasts, capacity.
+		s.Screenshot(filepath.Join(dir, "console.png"), "", 2200)
+		// The rest of the page below a short findings list: actions, heat
+		// map, checkpoint forecasts, capacity.
 		s.Navigate(consoleURL + "?kind=drive_failure_risk")
-		s.Screenshot(filepath.Join(dir, "console-heat.png"), 2600)
+		s.Screenshot(filepath.Join(dir, "console-heat.png"), "#actions", 2200)
 		t.Logf("wrote %s and console-heat.png", filepath.Join(dir, "console.png"))
 	}
 }

@@ -175,21 +175,31 @@ func (s *Session) WaitFor(cond string, timeout time.Duration) {
 	}
 }
 
-// Screenshot writes a PNG of the whole page, up to maxHeight pixels tall.
-func (s *Session) Screenshot(path string, maxHeight int) {
+// Screenshot writes a PNG of the page from the top of the element that
+// from selects ("" for the top of the page), up to maxHeight pixels tall.
+func (s *Session) Screenshot(path, from string, maxHeight int) {
 	s.t.Helper()
-	var h float64
-	s.Eval("document.documentElement.scrollHeight", &h)
-	var w float64
-	s.Eval("document.documentElement.clientWidth", &w)
+	var box struct{ Y, W, H float64 }
+	s.Eval(`(() => {
+		const sel = `+jsString(from)+`;
+		const e = sel ? document.querySelector(sel) : null;
+		const y = e ? e.getBoundingClientRect().top + window.scrollY : 0;
+		return {Y: y, W: document.documentElement.clientWidth, H: document.documentElement.scrollHeight - y};
+	})()`, &box)
 	var shot struct {
 		Data []byte `json:"data"` // base64 in JSON, decoded by encoding/json
 	}
 	s.call(s.session, "Page.captureScreenshot", map[string]any{
 		"format": "png", "captureBeyondViewport": true,
-		"clip": map[string]any{"x": 0, "y": 0, "width": w, "height": min(h, float64(maxHeight)), "scale": 1},
+		"clip": map[string]any{"x": 0, "y": box.Y, "width": box.W, "height": min(box.H, float64(maxHeight)), "scale": 1},
 	}, &shot)
 	if err := os.WriteFile(path, shot.Data, 0o644); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
