@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ballast-io/ballast/collector"
+	"github.com/ballast-io/ballast/cluster/identity"
 )
 
 // Duration is a time.Duration that YAML reads from Go duration strings
@@ -185,6 +186,13 @@ type MDSConfig struct {
 	Pipeline  PipelineConfig  `yaml:"pipeline"`
 	Report    ReportConfig    `yaml:"report"`
 	Telemetry TelemetryConfig `yaml:"telemetry"`
+	// Devices is the device table: pNFS device id → DS and drive (or
+	// export), copied from the pNFS server's configuration, so that
+	// findings name drives and DSs as operators do (cluster/identity).
+	Devices []identity.Device `yaml:"devices"`
+	// DataServers names DS addresses (the netaddrs of GETDEVICEINFO);
+	// optional, they are also learned from LAYOUTSTATS.
+	DataServers []identity.DataServer `yaml:"data_servers"`
 	Alerting  AlertingConfig  `yaml:"alerting"`
 	HA        HAConfig        `yaml:"ha"`
 	// Auth, TLS and HTTP secure and bound the listener (docs/security.md).
@@ -371,6 +379,7 @@ func (c *MDSConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("pipeline.tick: %s is below the minimum of 1s", c.Pipeline.Tick))
 	}
 	errs = append(errs, c.Alerting.validate())
+	errs = append(errs, identity.Validate(c.Devices, c.DataServers))
 	return errors.Join(errs...)
 }
 

@@ -65,6 +65,9 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 		{"role: client\ncollectors: {dcgm: maybe}\n", "collectors.dcgm: cannot unmarshal"},
 		{"role: gateway\n", `role: "gateway" is not mds, ds or client`},
 		{"listen: 127.0.0.1:1\n", "has no role: field"},
+		{"role: mds\ndevices:\n  - {id: 62616c6c, ds: ds01}\n", `devices[0].id: "62616c6c" is not a pNFS device id (32 hex digits)`},
+		{"role: mds\ndevices:\n  - {id: 62616c6c617374000000000000000001, ds: ds01, export: data}\n", `devices[0].export: "data" is not a clean absolute path`},
+		{"role: mds\ndata_servers:\n  - {name: ds01, addresses: [ds01]}\n", `data_servers[0].addresses[0]: "ds01" is not HOST:PORT`},
 	}
 	for _, c := range cases {
 		_, err := CheckFile(writeConfig(t, c.body))

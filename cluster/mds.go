@@ -19,6 +19,7 @@ import (
 	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/cluster/console"
 	"github.com/ballast-io/ballast/cluster/ha"
+	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/collector/layoutstats"
 	"github.com/ballast-io/ballast/models"
@@ -62,6 +63,7 @@ type MDS struct {
 	logger  *slog.Logger
 	set     *metrics.Set
 	hub     *pipeline.StripeHub
+	ids     *identity.Table
 
 	mu       sync.Mutex
 	started  bool
@@ -88,7 +90,8 @@ func NewMDS(cfg MDSConfig, rt Runtime, version string, logger *slog.Logger) *MDS
 		logger = slog.Default()
 	}
 	set := metrics.NewSet()
-	return &MDS{cfg: cfg, rt: rt, version: version, logger: logger, set: set, hub: pipeline.NewStripeHub(set)}
+	return &MDS{cfg: cfg, rt: rt, version: version, logger: logger, set: set, hub: pipeline.NewStripeHub(set),
+		ids: identity.New(cfg.Devices, cfg.DataServers)}
 }
 
 // Metrics returns the set behind ballast's own /metrics.
@@ -105,6 +108,8 @@ func (m *MDS) Pipeline() *pipeline.Pipeline { return m.pipeline }
 
 // Alerts returns the alert dispatcher, or nil before Start.
 func (m *MDS) Alerts() *alert.Dispatcher { return m.alerts }
+// Identity returns the device table that names devices and DSs.
+func (m *MDS) Identity() *identity.Table { return m.ids }
 
 // Analysis returns the analysis stages, or nil before Start.
 func (m *MDS) Analysis() *analysis.Analysis { return m.analysis }
@@ -200,7 +205,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot set up LAYOUTSTATS ingest: %w", err)
 	}
 	m.lstats = layoutstats.NewService(in, m.store, m.hub)
-	if m.analysis, err = analysis.New(m.store, m.hub, analysis.Options{}); err != nil {
+	if m.analysis, err = analysis.New(m.store, m.hub, analysis.Options{Identity: m.ids}); err != nil {
 		return fmt.Errorf("cannot set up analysis: %w", err)
 	}
 
@@ -228,6 +233,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 	m.server.Handle(console.Path, m.console, ScopeQuery)
 	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound), ScopePublic)
+	m.server.Handle(PathDevicesStatus, http.HandlerFunc(m.serveDevicesStatus), ScopeQuery)
 	// Only the documented query API (docs/storage.md) is mounted, not all
 	// of vmselect: its cache resets and graphite deletes stay unreachable,
 	// and deleting series needs the admin scope.
@@ -302,6 +308,7 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 		Source:   &selfSource{set: m.set, global: m.writeGlobalMetrics, limits: m.store.Limits, instance: m.server.Addr()},
 		Interval: time.Duration(c.Scrape.Interval),
 	})
+	sources = append(sources, pipeline.SourceSpec{Source: analysis.InfoSource(m.ids), Interval: time.Duration(c.Pipeline.Tick)})
 	sources = append(sources, m.rt.Sources...)
 	stages, acts := m.analysis.Pipeline()
 	if every := time.Duration(c.Report.CapacityEvery); every > 0 {
@@ -353,6 +360,19 @@ func (m *MDS) servePipelineStatus(w http.ResponseWriter, r *http.Request) {
 		Status string         `json:"status"`
 		Data   PipelineStatus `json:"data"`
 	}{"success", st})
+}
+
+// PathDevicesStatus serves the device table as the mds names it now: every
+// pNFS device id, configured or learned, with its DS, drive, export, the
+// name findings use and the DS addresses LAYOUTSTATS reported it under.
+const PathDevicesStatus = "/api/v1/status/devices"
+
+func (m *MDS) serveDevicesStatus(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Status string              `json:"status"`
+		Data   []identity.Resolved `json:"data"`
+	}{"success", m.ids.Rows()})
 }
 
 // Stop reverses Start: pipeline, alert delivery, scraper, listener, traces, then the store

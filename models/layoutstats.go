@@ -432,6 +432,15 @@ const (
 	MetricLayoutStatsDSStreams      = "ballast_layoutstats_ds_streams"
 )
 
+// Info series the mds writes from its device table (cluster/identity), so
+// queries can join the LAYOUTSTATS series (deviceid, ds) to the agents'
+// series (node, device): value 1, labels deviceid, node (the DS), device
+// (its drive), export, name (what findings call it); and ds, node.
+const (
+	MetricPNFSDeviceInfo = "ballast_pnfs_device_info"
+	MetricPNFSDSInfo     = "ballast_pnfs_ds_info"
+)
+
 // Label names of the LAYOUTSTATS series.
 const (
 	LabelLayoutStatsDeviceID = "deviceid"
@@ -456,4 +465,6 @@ var LayoutStatsMetrics = []MetricDesc{
 	{MetricLayoutStatsDSUtilization, MetricGauge, "ratio", "Mean over the data server's recent stripe streams of busy time / duration (0..1).", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSBusyStreams, MetricGauge, "", "Sum over recent stripe streams of busy time / duration at the data server.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSStreams, MetricGauge, "", "Number of stripe streams that reported on the data server recently.", []string{"ds"}, "layoutstats"},
+	{MetricPNFSDeviceInfo, MetricGauge, "", "Constant 1 per pNFS device id of the mds's device table: the DS (node), its drive (device), export and the name findings use.", []string{"deviceid", "node", "device", "export", "name"}, "identity"},
+	{MetricPNFSDSInfo, MetricGauge, "", "Constant 1 per data-server address (ds, as LAYOUTSTATS reports it) with the DS's name (node).", []string{"ds", "node"}, "identity"},
 }

@@ -128,6 +128,8 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", cfg.DataDir, err)
 	}
+	// The twin's pNFS server configuration, as an operator would copy it.
+	cfg.Devices = tw.MDSDevices()
 	if opts.Store != "" {
 		if err := cluster.ApplyStoreFlag(&cfg.Storage, opts.Store, opts.StoreFlushURLs); err != nil {
 			return nil, err

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -87,8 +88,12 @@ type Options struct {
 	// hot, so an idle cluster's 3 IOPS against 1 is not a hotspot
 	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency]. A subject whose
 	// utilisation is known and below its floor is never hot.
-	Floors        [numMetrics]float64
-	CriticalRatio float64 // load / median at which severity is critical [3]
+	Floors [numMetrics]float64
+	// WarningRatio is the load / median at which severity is warning, else
+	// info [3]. A hotspot is never critical on its own: it puts neither
+	// data nor, by itself, GPU time at risk; when it starves GPUs the
+	// starvation analyzer's finding carries that urgency.
+	WarningRatio float64
 
 	SketchSize       int           // Space-Saving counters for stripe heat [4096]
 	HeatHalfLife     time.Duration // half-life of stripe heat [2m]
@@ -115,7 +120,7 @@ func (o Options) withDefaults() Options {
 	def(&o.EnterRatio, 1.5)
 	def(&o.ExitRatio, 1.2)
 	def(&o.MADFloor, 0.1)
-	def(&o.CriticalRatio, 3)
+	def(&o.WarningRatio, 3)
 	def(&o.MinStripeShare, 0.02)
 	def(&o.StripeEnterRatio, 3)
 	def(&o.StripeExitRatio, 2)
@@ -245,9 +250,19 @@ func New(opts Options) (*Detector, error) {
 	}, nil
 }
 
-// StripeID is the stripe subject id of a delta: the pNFS device and the data
-// file handle, the same whichever client reported it.
+// StripeID is the stripe subject id of a delta: its device (the pNFS
+// device id, or the drive name the mds gave it, which may hold a '/') and
+// the data file handle (hex), the same whichever client reported it.
 func StripeID(d *models.StripeDelta) string { return d.DeviceID + "/" + d.FileHandle }
+
+// StripeDevice returns the device part of a StripeID: everything before
+// the last '/'.
+func StripeDevice(id string) string {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
 
 // dirBytes is the bytes one direction of a delta moved, preferring the
 // completed count.
@@ -587,9 +602,9 @@ func (d *Detector) contributors(s models.Subject) []models.Evidence {
 }
 
 func (d *Detector) finding(e *episode.Episode, inf *last) models.Finding {
-	sev := models.SeverityWarning
-	if inf.ratio >= d.opts.CriticalRatio {
-		sev = models.SeverityCritical
+	sev := models.SeverityInfo
+	if inf.ratio >= d.opts.WarningRatio {
+		sev = models.SeverityWarning
 	}
 	ev := append([]models.Evidence{
 		{Name: "hot_metric_" + metricNames[inf.metric], Value: inf.value, Unit: metricUnits[inf.metric]},

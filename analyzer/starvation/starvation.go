@@ -22,6 +22,18 @@
 //
 // A GPU whose job is in a checkpoint burst is blamed on the checkpoint pause
 // (the job subject) before storage is considered.
+//
+// Findings are for people. An episode of blame on one cause (idle GPUs
+// blamed on it, closed after ExitAfter without) gets its own finding once
+// it has cost MinEpisodeGPUSeconds; it is critical while the cause has cost
+// at least CriticalShare of the GPU time of all GPUs seen (a moving average
+// over CriticalAfter) and has lasted CriticalAfter, else a warning. Shorter
+// episodes, and checkpoint pauses (the job's own synchronous checkpoint,
+// not a fault), are folded into one "recurring" finding per cause with
+// their count and GPU-hours, severity info, for as long as they recur
+// within RecurWindow; it is published once they together cost
+// MinEpisodeGPUSeconds. Episodes returns every episode on its own, for
+// scoring.
 package starvation
 
 import (
@@ -90,10 +102,22 @@ type Options struct {
 	// LatencyTau is the time constant with which the expected latency
 	// follows a lower healthy latency; it follows a higher one six times
 	// slower, so a creeping fault is not learned as normal [10m].
-	LatencyTau   time.Duration
-	CommonCause  float64       // share of unhealthy children that makes the parent the cause [0.5]
-	ExitAfter    time.Duration // blame-free time after which a finding closes [60s]
-	CriticalGPUs int           // GPUs starved at once for severity critical [8]
+	LatencyTau  time.Duration
+	CommonCause float64       // share of unhealthy children that makes the parent the cause [0.5]
+	ExitAfter   time.Duration // blame-free time after which an episode closes [60s]
+	// CriticalShare is the share of the GPU time of all GPUs seen that one
+	// cause must cost (GPU-seconds lost per second ÷ GPUs, a moving average
+	// with time constant CriticalAfter), in an episode that has lasted
+	// CriticalAfter, for severity critical [0.1, 2m].
+	CriticalShare float64
+	CriticalAfter time.Duration
+	// MinEpisodeGPUSeconds is what an episode must cost to get a finding
+	// of its own; shorter ones are folded into their cause's recurring
+	// finding [60].
+	MinEpisodeGPUSeconds float64
+	// RecurWindow is how close short episodes of one cause must follow
+	// each other to share a recurring finding [1h].
+	RecurWindow time.Duration
 	// PathMemory is how long a node's read path and the topology above it
 	// are remembered: a DS that went down serves no bytes, so the current
 	// tick alone would drop it from the path of the nodes waiting on it [5m].
@@ -120,9 +144,10 @@ func (o Options) withDefaults() Options {
 	d(&o.LatencyTau, 10*time.Minute)
 	d(&o.ExitAfter, time.Minute)
 	d(&o.PathMemory, 5*time.Minute)
-	if o.CriticalGPUs == 0 {
-		o.CriticalGPUs = 8
-	}
+	f(&o.CriticalShare, 0.1)
+	f(&o.MinEpisodeGPUSeconds, 60)
+	d(&o.CriticalAfter, 2*time.Minute)
+	d(&o.RecurWindow, time.Hour)
 	return o
 }
 
@@ -163,7 +188,38 @@ type blame struct {
 	stamp   time.Time       // tick of gpus and nodes
 	gpus    map[string]bool // starved at the last tick blamed
 	nodes   map[string]bool
+	total   int              // GPUs seen at that tick
 	within  []models.Subject // the blamed subject's ancestors, nearest first
+	pause   bool             // a checkpoint pause
+	shown   time.Time        // when it first got a finding of its own; zero: not yet
+	tick    float64          // GPU-seconds charged at the current tick
+	rate    float64          // GPU-seconds lost per second, moving average over CriticalAfter
+	peak    float64          // highest rate once the episode lasted CriticalAfter
+}
+
+// recurring is the finding that folds a cause's short episodes (and
+// checkpoint pauses) together.
+type recurring struct {
+	subject     models.Subject
+	cause       string
+	pause       bool
+	onset, last time.Time // first episode's onset, last episode's last blamed tick
+	end         time.Time // last episode's end
+	episodes    int
+	seconds     float64
+	gpus, nodes int // most at once in one episode's last tick
+	within      []models.Subject
+	changed     bool
+	published   bool
+	pending     []Episode // folded before it was published
+}
+
+// Episode is one episode of blame on one cause as it would be reported on
+// its own, and when an operator first saw it (in its own finding or in its
+// cause's recurring finding; zero while neither).
+type Episode struct {
+	Finding  models.Finding
+	Reported time.Time
 }
 
 // Analyzer carries GPU levels, learned latencies and open episodes between
@@ -176,7 +232,10 @@ type Analyzer struct {
 	tracker  *episode.Tracker
 	blames   map[string]*blame
 	closed   []models.Finding
-	lost     map[string]float64 // cumulative GPU-seconds by cause key
+	recur    map[string]*recurring // by cause key
+	episodes []Episode             // closed since the last Episodes call
+	gpus     int                   // GPUs seen at the last tick
+	lost     map[string]float64    // cumulative GPU-seconds by cause key
 	last     time.Time
 	paths    map[string]map[models.Subject]float64 // remembered read shares per node
 	parents  map[models.Subject]*remembered        // remembered topology
@@ -199,12 +258,13 @@ type remembered struct {
 // New returns an analyzer with opts (zero values take the defaults).
 func New(opts Options) (*Analyzer, error) {
 	o := opts.withDefaults()
-	if o.CommonCause <= 0 || o.CommonCause > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 {
-		return nil, fmt.Errorf("invalid starvation options: CommonCause %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1)", o.CommonCause, o.SlowFactor, o.MinDrop)
+	if o.CommonCause <= 0 || o.CommonCause > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 || o.CriticalShare <= 0 || o.CriticalShare > 1 || o.MinEpisodeGPUSeconds < 0 {
+		return nil, fmt.Errorf("invalid starvation options: CommonCause %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1), CriticalShare %v in (0, 1], MinEpisodeGPUSeconds %v not negative",
+			o.CommonCause, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
 	}
 	return &Analyzer{
 		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
-		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{},
+		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{}, recur: map[string]*recurring{},
 		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]*remembered{},
 	}, nil
 }
@@ -510,6 +570,10 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	}
 	gpus := append([]GPU(nil), in.GPUs...)
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].ID < gpus[j].ID })
+	a.gpus = len(gpus)
+	for _, b := range a.blames {
+		b.tick = 0
+	}
 	culprits := map[string][]culprit{}
 	for i, g := range gpus {
 		if !(g.Util >= 0 && g.Util <= 1.5) {
@@ -555,14 +619,67 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			a.charge(now, c, g, lost*c.weight)
 		}
 	}
-	for _, e := range a.tracker.Finish(now) {
-		if b := a.blames[e.Key]; b != nil {
-			a.closed = append(a.closed, a.finding(&e, b))
-			delete(a.blames, e.Key)
+	w := 0.0
+	if dt > 0 {
+		w = 1 - math.Exp(-dt/a.opts.CriticalAfter.Seconds())
+	}
+	for key, b := range a.blames {
+		if dt > 0 {
+			b.rate += w * (b.tick/dt - b.rate)
 		}
+		if e := a.tracker.Get(key); e != nil && now.Sub(e.Onset) >= a.opts.CriticalAfter {
+			b.peak = max(b.peak, b.rate)
+		}
+		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && b.seconds >= a.opts.MinEpisodeGPUSeconds {
+			b.shown = now
+		}
+	}
+	for _, e := range a.tracker.Finish(now) {
+		b := a.blames[e.Key]
+		if b == nil {
+			continue
+		}
+		delete(a.blames, e.Key)
+		ep := Episode{Finding: a.finding(&e, b), Reported: b.shown}
+		if ep.Reported.IsZero() {
+			a.fold(now, &e, b, ep)
+			continue
+		}
+		a.closed = append(a.closed, ep.Finding)
+		a.episodes = append(a.episodes, ep)
 	}
 	a.last = now
 	return nil
+}
+
+// fold adds an ended episode that had no finding of its own to its cause's
+// recurring finding, starting a new one when the last ended more than
+// RecurWindow before this one began. The episode counts as reported once
+// the recurring finding is published.
+func (a *Analyzer) fold(now time.Time, e *episode.Episode, b *blame, ep Episode) {
+	key := e.Key
+	r := a.recur[key]
+	if r == nil || e.Onset.Sub(r.end) > a.opts.RecurWindow {
+		if r != nil {
+			a.episodes = append(a.episodes, r.pending...) // never reported
+		}
+		r = &recurring{subject: b.subject, pause: b.pause, onset: e.Onset}
+		a.recur[key] = r
+	}
+	r.cause, r.within = b.cause, b.within
+	r.last, r.end = e.LastTrue, e.End
+	r.episodes++
+	r.seconds += b.seconds
+	r.gpus, r.nodes = max(r.gpus, len(b.gpus)), max(r.nodes, len(b.nodes))
+	r.pending = append(r.pending, ep)
+	if r.seconds >= a.opts.MinEpisodeGPUSeconds {
+		r.changed, r.published = true, true
+		for _, p := range r.pending {
+			p.Reported = now
+			a.episodes = append(a.episodes, p)
+		}
+		r.pending = r.pending[:0]
+	}
 }
 
 // rememberPaths blends this tick's paths into each node's remembered shares
@@ -627,54 +744,151 @@ func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost float64) {
 	if !b.stamp.Equal(now) {
 		b.stamp, b.gpus, b.nodes = now, map[string]bool{}, map[string]bool{}
 	}
+	b.total = a.gpus
+	b.pause = c.reason == "checkpoint pause"
 	b.cause = c.reason
 	b.within = c.within
 	b.seconds += lost
+	b.tick += lost
 	b.gpus[g.ID] = true
 	b.nodes[g.Node] = true
 }
 
-func (a *Analyzer) finding(e *episode.Episode, b *blame) models.Finding {
-	sev := models.SeverityWarning
-	if len(b.gpus) >= a.opts.CriticalGPUs {
-		sev = models.SeverityCritical
+// severity is an episode's urgency: a checkpoint pause is the job's own
+// doing (info); a cause that has cost CriticalShare of the cluster's GPU
+// time (averaged over CriticalAfter, once the episode lasted that long)
+// puts a large share of GPU time at risk (critical, and it stays so in
+// the record once over); anything else is a warning.
+func (a *Analyzer) severity(b *blame) models.Severity {
+	switch {
+	case b.pause:
+		return models.SeverityInfo
+	case b.total > 0 && b.peak >= a.opts.CriticalShare*float64(b.total):
+		return models.SeverityCritical
 	}
+	return models.SeverityWarning
+}
+
+func (a *Analyzer) finding(e *episode.Episode, b *blame) models.Finding {
 	hours := b.seconds / 3600
 	f := models.Finding{
 		ID:       fmt.Sprintf("%s:%s:%d", Kind, b.subject, e.Onset.UnixMilli()),
 		Kind:     Kind,
 		Subject:  b.subject,
-		Severity: sev,
+		Severity: a.severity(b),
 		Score:    math.Round(hours*1e4) / 1e4,
 		Start:    e.Onset,
 		LastSeen: e.LastTrue,
 		End:      e.End,
-		Summary: fmt.Sprintf("%d GPUs on %d nodes starved by %s %s (%s): %.3f GPU-hours lost", len(b.gpus), len(b.nodes),
+		Summary: fmt.Sprintf("%s starved by %s %s (%s): %.3f GPU-hours lost", gpusOnNodes(len(b.gpus), len(b.nodes)),
 			b.subject.Kind, b.subject.ID, b.cause, hours),
 		Evidence: []models.Evidence{
 			{Name: "gpu_hours_lost", Value: math.Round(hours*1e4) / 1e4, Unit: "h", Note: "since the finding started"},
 			{Name: "gpus_starved", Value: float64(len(b.gpus)), Note: "at the last tick blamed"},
 			{Name: "nodes_starved", Value: float64(len(b.nodes)), Note: "at the last tick blamed"},
+			{Name: "gpus_seen", Value: float64(b.total), Note: "GPUs reporting at the last tick blamed"},
+			{Name: "gpu_time_share", Value: math.Round(b.peak/float64(max(b.total, 1))*1e4) / 1e4, Unit: "ratio",
+				Note: fmt.Sprintf("most of all GPUs' time lost to it, averaged over %s", a.opts.CriticalAfter)},
 			{Name: "cause", Value: 1, Note: b.cause},
 		},
 	}
-	// Ancestors, so a stripe's finding can also be matched to its device.
-	for i, p := range b.within {
-		f.Evidence = append(f.Evidence, models.Evidence{Name: "within", Value: float64(i + 1), Series: p.String(), Note: "ancestor " + fmt.Sprint(i+1) + " in the storage topology"})
-	}
+	f.Evidence = append(f.Evidence, withinEvidence(b.within)...)
 	return f
 }
 
-// Findings returns the open gpu_starvation findings and those closed since
-// the previous call, sorted by id.
+// withinEvidence lists a blamed subject's ancestors, so a stripe's finding
+// can also be matched to its device.
+func withinEvidence(within []models.Subject) []models.Evidence {
+	var out []models.Evidence
+	for i, p := range within {
+		out = append(out, models.Evidence{Name: "within", Value: float64(i + 1), Series: p.String(), Note: "ancestor " + fmt.Sprint(i+1) + " in the storage topology"})
+	}
+	return out
+}
+
+func gpusOnNodes(gpus, nodes int) string {
+	g, n := "GPUs", "nodes"
+	if gpus == 1 {
+		g = "GPU"
+	}
+	if nodes == 1 {
+		n = "node"
+	}
+	return fmt.Sprintf("%d %s on %d %s", gpus, g, nodes, n)
+}
+
+func (a *Analyzer) recurringFinding(r *recurring) models.Finding {
+	hours := r.seconds / 3600
+	what := fmt.Sprintf("%d short starvation episodes blamed on %s %s (%s)", r.episodes, r.subject.Kind, r.subject.ID, r.cause)
+	if r.episodes == 1 {
+		what = fmt.Sprintf("1 short starvation episode blamed on %s %s (%s)", r.subject.Kind, r.subject.ID, r.cause)
+	}
+	if r.pause {
+		what = fmt.Sprintf("%d checkpoint pauses of %s %s", r.episodes, r.subject.Kind, r.subject.ID)
+		if r.episodes == 1 {
+			what = fmt.Sprintf("1 checkpoint pause of %s %s", r.subject.Kind, r.subject.ID)
+		}
+	}
+	f := models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d:recurring", Kind, r.subject, r.onset.UnixMilli()),
+		Kind:     Kind,
+		Subject:  r.subject,
+		Severity: models.SeverityInfo,
+		Score:    math.Round(hours*1e4) / 1e4,
+		Start:    r.onset,
+		LastSeen: r.last,
+		End:      r.end,
+		Summary:  fmt.Sprintf("%s: %.3f GPU-hours lost, up to %s at once", what, hours, gpusOnNodes(r.gpus, r.nodes)),
+		Evidence: []models.Evidence{
+			{Name: "gpu_hours_lost", Value: math.Round(hours*1e4) / 1e4, Unit: "h", Note: "over all its episodes"},
+			{Name: "episodes", Value: float64(r.episodes), Note: "episodes folded into this finding"},
+			{Name: "gpus_starved", Value: float64(r.gpus), Note: "most at once, at the last tick of an episode"},
+			{Name: "nodes_starved", Value: float64(r.nodes), Note: "most at once, at the last tick of an episode"},
+			{Name: "cause", Value: 1, Note: r.cause},
+		},
+	}
+	f.Evidence = append(f.Evidence, withinEvidence(r.within)...)
+	return f
+}
+
+// Findings returns, sorted by id, the findings of open episodes that have
+// cost MinEpisodeGPUSeconds, those closed since the previous call, and the
+// recurring findings that changed since then (always ended: they gather
+// episodes that are over).
 func (a *Analyzer) Findings(now time.Time) []models.Finding {
 	out := a.closed
 	a.closed = nil
 	for _, e := range a.tracker.Active() {
-		if b := a.blames[e.Key]; b != nil {
+		if b := a.blames[e.Key]; b != nil && !b.shown.IsZero() {
 			out = append(out, a.finding(e, b))
 		}
 	}
+	for key, r := range a.recur {
+		if r.changed && r.published {
+			out = append(out, a.recurringFinding(r))
+			r.changed = false
+		} else if now.Sub(r.end) > a.opts.RecurWindow {
+			a.episodes = append(a.episodes, r.pending...) // never reported
+			delete(a.recur, key)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Episodes returns every episode closed (or newly reported in a recurring
+// finding) since the previous call and every open one, each as the finding
+// it would be on its own (the form scoring counts), sorted by id. An
+// episode folded into a recurring finding not yet published is returned
+// once that is published or given up.
+func (a *Analyzer) Episodes() []Episode {
+	out := a.episodes
+	a.episodes = nil
+	for _, e := range a.tracker.Active() {
+		if b := a.blames[e.Key]; b != nil {
+			out = append(out, Episode{Finding: a.finding(e, b), Reported: b.shown})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Finding.ID < out[j].Finding.ID })
 	return out
 }

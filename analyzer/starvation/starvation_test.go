@@ -229,3 +229,89 @@ func TestRejectsBadInput(t *testing.T) {
 		t.Error("Observe back in time: got nil error; want one")
 	}
 }
+
+// TestFindingsForPeople: a sustained loss of a quarter of the GPU time is
+// critical once it has lasted CriticalAfter; short episodes of one cause
+// share one recurring info finding with their GPU-hours, published once
+// they cost a GPU-minute together; Episodes still lists every episode on
+// its own.
+func TestFindingsForPeople(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := 0
+	step := func(ph func(c *cluster)) []models.Finding {
+		c := newCluster()
+		if ph != nil {
+			ph(c)
+		}
+		now := t0.Add(time.Duration(tick) * 10 * time.Second)
+		tick++
+		if err := a.Observe(now, c.input()); err != nil {
+			t.Fatal(err)
+		}
+		return a.Findings(now)
+	}
+	for range 5 {
+		step(nil)
+	}
+	// DS lost: n2's 8 GPUs of 32 at 10 % for 3 minutes: 22 % of the GPU
+	// time.
+	lost := func(c *cluster) {
+		c.lost = "ds2"
+		c.health[subj(models.SubjectDS, "ds2")].Down = true
+		c.util["n2"] = 0.1
+	}
+	var sev []models.Severity
+	for range 18 {
+		for _, f := range step(lost) {
+			sev = append(sev, f.Severity)
+		}
+	}
+	if len(sev) != 18 || sev[0] != models.SeverityWarning || sev[len(sev)-1] != models.SeverityCritical {
+		t.Errorf("severities of the DS-loss finding %v; want warning at first, critical after 2 minutes", sev)
+	}
+	for range 10 {
+		step(nil)
+	}
+	// Four one-tick blips on a slow device, a minute and a half apart:
+	// 8 GPUs × 0.2 × 10 s = 16 GPU-s each, below MinEpisodeGPUSeconds.
+	var shown []models.Finding
+	for range 4 {
+		shown = append(shown, step(func(c *cluster) {
+			c.health[subj(models.SubjectDevice, "ds3/nvme0")].Latency = 0.01
+			c.health[subj(models.SubjectDS, "ds3")].Latency = 0.003
+			c.util["n3"] = 0.7
+		})...)
+		for range 8 {
+			shown = append(shown, step(nil)...)
+		}
+	}
+	var rec []models.Finding
+	for _, f := range shown {
+		if f.Subject.ID == "ds3/nvme0" {
+			rec = append(rec, f)
+		}
+	}
+	// Published once the four together cost a GPU-minute (64 GPU-s).
+	if len(rec) != 1 {
+		t.Fatalf("findings on ds3/nvme0: %d; want one, once the blips cost MinEpisodeGPUSeconds together", len(rec))
+	}
+	last := rec[0]
+	if !strings.HasSuffix(last.ID, ":recurring") || last.Severity != models.SeverityInfo || last.Active() {
+		t.Errorf("recurring finding %s severity %s active %v; want an id ending :recurring, info, ended", last.ID, last.Severity, last.Active())
+	}
+	if !strings.HasPrefix(last.Summary, "4 short starvation episodes blamed on device ds3/nvme0 (slow): 0.018 GPU-hours lost") {
+		t.Errorf("summary %q; want 4 episodes and 0.018 GPU-hours (64 GPU-s)", last.Summary)
+	}
+	var eps []Episode
+	for _, e := range a.Episodes() {
+		if e.Finding.Subject.ID == "ds3/nvme0" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) != 4 || eps[0].Reported.IsZero() || strings.HasSuffix(eps[0].Finding.ID, ":recurring") {
+		t.Errorf("episodes on ds3/nvme0: %+v; want 4, each with its own id and a report time", eps)
+	}
+}

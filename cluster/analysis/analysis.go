@@ -5,11 +5,15 @@
 // analyzer's typed input, calls it with the tick's now and returns its
 // findings. Nothing here reads the twin's ground truth or internal state.
 //
-// Subject ids follow what the mds sees: devices are pNFS device ids (hex),
-// data servers their LAYOUTSTATS address (ip:port), stripes
-// hotspot.StripeID (deviceid/fhandle), drives "<node>/<controller>" from the
-// agents' SMART series, and client groups the `job_group` target label when
-// the scrape configuration sets one (a file_sd label), else the client node.
+// Subjects are named as operators name them, through the device table
+// (cluster/identity): a pNFS device id becomes its drive "ds04/nvme4n1"
+// and a DS address its DS "ds04" (the ids and addresses stay as evidence,
+// and stay the names while the table does not know them); stripes are
+// hotspot.StripeID of the renamed delta ("ds04/nvme4n1/<file handle>");
+// drives of the SMART series are "<node>/<device>", an NVMe controller
+// named by its namespace when that is known; client groups are the
+// `job_group` target label when the scrape configuration sets one (a
+// file_sd label), else the client node.
 package analysis
 
 import (
@@ -18,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballast-io/ballast/analyzer/starvation"
+	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
@@ -41,6 +47,9 @@ type Options struct {
 	DriveEvery time.Duration
 	// RateWindow is the range of the rate() queries; default 15 s.
 	RateWindow time.Duration
+	// Identity is the device table that names devices and DSs; nil means
+	// an empty one (ids and addresses stay the names).
+	Identity *identity.Table
 }
 
 func (o Options) withDefaults() Options {
@@ -53,6 +62,9 @@ func (o Options) withDefaults() Options {
 	if o.RateWindow <= 0 {
 		o.RateWindow = 15 * time.Second
 	}
+	if o.Identity == nil {
+		o.Identity = identity.New(nil, nil)
+	}
 	return o
 }
 
@@ -64,8 +76,10 @@ func (o Options) withDefaults() Options {
 type Analysis struct {
 	opts Options
 	q    Querier
+	ids  *identity.Table
 
 	stripes *stripeBuffer
+	ident   *identityStage
 
 	hot  *hotspotStage
 	ckpt *checkpointStage
@@ -81,7 +95,8 @@ type Analysis struct {
 // New builds the stages on q and subscribes to hub (nil for no stripes).
 func New(q Querier, hub *pipeline.StripeHub, opts Options) (*Analysis, error) {
 	opts = opts.withDefaults()
-	a := &Analysis{opts: opts, q: q, stripes: &stripeBuffer{}, firstSeen: map[string]time.Time{}}
+	a := &Analysis{opts: opts, q: q, ids: opts.Identity, stripes: &stripeBuffer{}, firstSeen: map[string]time.Time{}}
+	a.ident = &identityStage{a: a}
 	if hub != nil {
 		hub.Subscribe(a.stripes.add)
 	}
@@ -106,11 +121,17 @@ func New(q Querier, hub *pipeline.StripeHub, opts Options) (*Analysis, error) {
 }
 
 // Pipeline returns the stages in the order they must run (the stripe
-// buffer's tick first, starvation after hotspot and checkpoint) and the
-// actuator that records when each finding was first reported.
+// buffer's tick first, then the identity stage that names its deltas,
+// starvation after hotspot and checkpoint) and the actuator that records
+// when each finding was first reported. Stages whose subjects the device
+// table names add the ids behind the names as evidence.
 func (a *Analysis) Pipeline() ([]pipeline.Stage, []pipeline.Actuator) {
-	return []pipeline.Stage{a.stripes, a.hot, a.ckpt, a.wl, a.st, a.dh, a.cap}, []pipeline.Actuator{(*firstSeenRecorder)(a)}
+	n := func(s pipeline.Stage) pipeline.Stage { return named{s, a.ids} }
+	return []pipeline.Stage{a.stripes, a.ident, n(a.hot), a.ckpt, a.wl, n(a.st), n(a.dh), a.cap}, []pipeline.Actuator{(*firstSeenRecorder)(a)}
 }
+
+// Identity returns the device table the stages name subjects with.
+func (a *Analysis) Identity() *identity.Table { return a.ids }
 
 // FirstReported returns, per finding id, the tick at which it was first
 // returned by a stage.
@@ -135,6 +156,11 @@ func (a *Analysis) Blame() []BlameRecord { return a.st.blame() }
 // MetricGPULostSeconds per cause. The mds writes them after every tick
 // (pipeline.SeriesRecorder).
 func (a *Analysis) Series(now time.Time) []models.Sample { return a.st.series(now) }
+
+// StarvationEpisodes returns every gpu_starvation episode so far as the
+// finding it would be on its own, with when it was first reported (in its
+// own finding or its cause's recurring one), for scoring.
+func (a *Analysis) StarvationEpisodes() []starvation.Episode { return a.st.episodesCopy() }
 
 // Forecasts returns every change of a checkpoint forecast so far.
 func (a *Analysis) Forecasts() []ForecastRecord { return a.ckpt.recordsCopy() }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -24,8 +25,10 @@ const maxDriveHistory = 4096
 
 // driveStage assesses every drive — NVMe, ATA and SCSI — with
 // analyzer/drivehealth (rules and the learned model) each DriveEvery, from
-// its SMART series. Drives are named "<node>/<device>" with the device name
-// the SMART series carry (ds03/nvme2, ds05/sda). The analyzer returns only
+// its SMART series. Drives are named by the device table
+// (identity.Table.DriveName): "<node>/<device>" with the device name the
+// SMART series carry (ds05/sda), an NVMe controller by its namespace when
+// the node has one known (ds03/nvme2 → ds03/nvme2n1). The analyzer returns only
 // active findings, so the stage ends those that stop being returned. The
 // history lives in memory: after a restart, growth and the stability of a
 // level are judged from the readings since.
@@ -49,12 +52,15 @@ func newDriveStage(a *Analysis) (*driveStage, error) {
 func (d *driveStage) Name() string { return "drivehealth" }
 
 // readSmart turns the result of smartQuery into one observation per drive
-// ("<node>/<device>") at now, through the one series → observation mapping.
-func readSmart(series []storage.Series, now time.Time) map[string]drivehealth.Observation {
+// (named by names) at now, through the one series → observation mapping.
+func readSmart(series []storage.Series, now time.Time, names *identity.Table) map[string]drivehealth.Observation {
 	var r drivehealth.Readings
 	for i := range series {
 		s := &series[i]
 		id := drivehealth.NodeDevice(s.Labels)
+		if id != "" {
+			id = names.DriveName(s.Label("node"), s.Label("device"))
+		}
 		if v, ok := lastValue(s); ok && id != "" {
 			r.Add(id, now, s.Name, s.Labels, v)
 		}
@@ -106,7 +112,7 @@ func (d *driveStage) Run(ctx context.Context, now time.Time) ([]models.Finding, 
 	if err != nil {
 		return nil, err
 	}
-	for id, o := range readSmart(series, now) {
+	for id, o := range readSmart(series, now, d.a.ids) {
 		d.history[id] = thinDriveHistory(append(d.history[id], o), now, d.rules)
 	}
 	ids := make([]string, 0, len(d.history))

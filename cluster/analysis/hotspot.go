@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/hotspot"
@@ -113,9 +112,9 @@ func quorum(loads []*subjectLoad) map[models.SubjectKind]bool {
 }
 
 // hotspotStage feeds analyzer/hotspot with device and DS loads summed from
-// the tick's stripe deltas, and the deltas themselves. Device loads use
-// the pNFS device id and DS loads the DS address, the ids the stripe deltas
-// carry, so device and DS findings name their hot stripes. Switch ports are
+// the tick's stripe deltas, and the deltas themselves. Device and DS loads
+// use the names the deltas carry (the identity stage renamed them: the
+// drive, the DS), so device and DS findings name their hot stripes. Switch ports are
 // not judged: no agent scrapes the switch.
 //
 // Stripe findings are passed on only while the stripe's device is itself
@@ -175,7 +174,7 @@ func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, 
 			fs = append(fs, f)
 			continue
 		}
-		dev, _, _ := strings.Cut(f.Subject.ID, "/")
+		dev := hotspot.StripeDevice(f.Subject.ID)
 		_, open := h.stripes.active[f.ID]
 		switch {
 		case !f.Active() && open:

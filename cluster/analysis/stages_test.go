@@ -3,10 +3,12 @@ package analysis
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -81,6 +83,8 @@ func series(name string, v float64, labels ...string) storage.Series {
 }
 
 func TestReadSmartBuildsObservations(t *testing.T) {
+	ids := identity.New(nil, nil)
+	ids.ObserveMount("ds03", "/export/nvme2n1", "nvme2n1") // ds04's namespace is unknown
 	obs := readSmart([]storage.Series{
 		series("ballast_nvme_critical_warning", 1, "node", "ds03", "device", "nvme2", "bit", "spare"),
 		series("ballast_nvme_critical_warning", 1, "node", "ds03", "device", "nvme2", "bit", "reliability"),
@@ -102,10 +106,10 @@ func TestReadSmartBuildsObservations(t *testing.T) {
 		series("ballast_ata_attribute_raw", 36, "node", "ds05", "device", "sda", "attribute_id", "194", "attribute", "Temperature_Celsius"),
 		series("ballast_scsi_grown_defects", 260, "node", "ds06", "device", "sdb"),
 		series("ballast_scsi_uncorrected_errors_total", 535, "node", "ds06", "device", "sdb", "direction", "write"),
-	}, t0)
-	o, ok := obs["ds03/nvme2"]
-	if !ok || len(obs) != 4 {
-		t.Fatalf("observations %v; want ds03/nvme2, ds04/nvme2, ds05/sda and ds06/sdb", obs)
+	}, t0, ids)
+	o, ok := obs["ds03/nvme2n1"]
+	if _, ok4 := obs["ds04/nvme2"]; !ok || !ok4 || len(obs) != 4 {
+		t.Fatalf("observations %v; want ds03/nvme2n1, ds04/nvme2, ds05/sda and ds06/sdb", obs)
 	}
 	if a := obs["ds05/sda"]; a.Protocol != drivehealth.ProtocolATA || a.Reallocated != 304 || a.Pending != 2 || a.MediaErrors != 1 || a.TemperatureC != 36 {
 		t.Errorf("ds05/sda %+v; want ATA with 304 reallocated, 2 pending, 1 uncorrectable, 36 °C", a)
@@ -114,7 +118,7 @@ func TestReadSmartBuildsObservations(t *testing.T) {
 		t.Errorf("ds06/sdb %+v; want SCSI with 260 grown defects and 535 uncorrected errors", sc)
 	}
 	if o.CriticalWarning != 5 || math.Abs(o.AvailableSpare-8) > 1e-9 || o.MediaErrors != 42 || o.WarningTempMinutes != 10 || o.PowerOnHours != 2 {
-		t.Errorf("ds03/nvme2 %+v; want warning 5 (bits 0 and 2), spare 8 %%, 42 media errors, 10 min, 2 h", o)
+		t.Errorf("ds03/nvme2n1 %+v; want warning 5 (bits 0 and 2), spare 8 %%, 42 media errors, 10 min, 2 h", o)
 	}
 	if !math.IsNaN(o.PercentageUsed) {
 		t.Errorf("percentage used %v; want unknown", o.PercentageUsed)
@@ -247,5 +251,61 @@ func TestDriveStageJudgesEveryProtocol(t *testing.T) {
 	}
 	if _, err := a.dh.Run(ctx, t0.Add(2*time.Second)); err != nil || q.queries != 2 {
 		t.Errorf("queries %d (%v); want 2: once drives are known, the stage waits DriveEvery", q.queries, err)
+	}
+}
+
+// exprQuerier answers each query expression with fixed series.
+type exprQuerier map[string][]storage.Series
+
+func (f exprQuerier) Query(_ context.Context, expr string, _ time.Time) ([]storage.Series, error) {
+	return f[expr], nil
+}
+
+// TestIdentityNamesDeltasAndTheLostDS: the identity stage names the tick's
+// deltas from the device table, the mounts and the reports, and the
+// starvation stage calls down only the DS whose agent fails its scrape,
+// not the peer whose bytes went undelivered while it waited.
+func TestIdentityNamesDeltasAndTheLostDS(t *testing.T) {
+	const (
+		idA = "62616c6c617374000000000000000001"
+		idB = "62616c6c617374000000000000000002"
+	)
+	ids := identity.New([]identity.Device{{ID: idA, DS: "ds01", Export: "/export/nvme0n1"}, {ID: idB, DS: "ds02", Drive: "nvme0n1"}}, nil)
+	q := exprQuerier{
+		fsMountQuery: {
+			series("", 1, "node", "ds01", "instance", "10.0.0.1:9751", "device", "nvme0n1", "mountpoint", "/export/nvme0n1"),
+			series("", 1, "node", "ds02", "instance", "10.0.0.2:9751", "device", "nvme0n1", "mountpoint", "/export/nvme0n1"),
+		},
+		upQuery: {series("up", 1, "instance", "10.0.0.1:9751"), series("up", 0, "instance", "10.0.0.2:9751")},
+	}
+	a, err := New(q, nil, Options{Identity: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.stripes.tick = []models.StripeDelta{
+		delta(idA, "10.1.0.1:2049", 10*time.Second, 0, 0, 0, 4096, 0), // waiting on ds02
+		delta(idB, "10.1.0.2:2049", 10*time.Second, 0, 0, 0, 4096, 0),
+	}
+	if _, err := a.ident.Run(context.Background(), t0); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{a.stripes.tick[0].DeviceID, a.stripes.tick[0].DS, a.stripes.tick[1].DeviceID, a.stripes.tick[1].DS}
+	if want := []string{"ds01/nvme0n1", "ds01", "ds02/nvme0n1", "ds02"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("renamed deltas %v; want %v", got, want)
+	}
+	a.hot.loads = a.hot.tracker.loads(a.stripes.tick)
+	for _, d := range a.stripes.tick {
+		a.st.parents[models.Subject{Kind: models.SubjectDevice, ID: d.DeviceID}] = models.Subject{Kind: models.SubjectDS, ID: d.DS}
+	}
+	down := a.st.downRule()
+	for _, l := range a.hot.loads {
+		want := strings.HasPrefix(l.subject.ID, "ds02")
+		if got := down(l); got != want {
+			t.Errorf("%s down %v; want %v", l.subject, got, want)
+		}
+	}
+	ev := ids.Evidence(models.Subject{Kind: models.SubjectDS, ID: "ds02"})
+	if len(ev) != 1 || ev[0].Series != `{ds="10.1.0.2:2049"}` {
+		t.Errorf("ds02 evidence %+v; want its address", ev)
 	}
 }

@@ -22,8 +22,9 @@ const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric
 
 // starvationStage feeds analyzer/starvation: GPU utilisation from DCGM,
 // each node's read paths from the tick's stripe deltas (the analyzer
-// remembers them while a node goes quiet), the health of stripes, devices and DSs from the
-// LAYOUTSTATS series (latency; bytes not delivered = down) and the hotspot
+// remembers them while a node goes quiet), the health of stripes, devices
+// and DSs from the tick's LAYOUTSTATS sums (latency), whether the DS's
+// agent answers and bytes not delivered (down: downRule) and the hotspot
 // stage's findings, and the groups the checkpoint stage sees writing a
 // burst. A GPU's job is its node's client group, the subject the
 // checkpoint stage uses.
@@ -36,6 +37,8 @@ type starvationStage struct {
 	parents map[models.Subject]models.Subject // device → DS
 	latency map[models.Subject]float64        // smoothed read latency
 	last    time.Time
+	// episodes are every episode on its own, by id, for scoring.
+	episodes map[string]starvation.Episode
 }
 
 func newStarvationStage(a *Analysis) (*starvationStage, error) {
@@ -43,7 +46,8 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{}}, nil
+	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
+		episodes: map[string]starvation.Episode{}}, nil
 }
 
 func (s *starvationStage) Name() string { return "starvation" }
@@ -133,6 +137,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		w = 1 - math.Exp(-now.Sub(s.last).Seconds()/latencySmoothing.Seconds())
 	}
 	s.last = now
+	down := s.downRule()
 	for _, l := range s.a.hot.loads {
 		lat := l.latency()
 		if prev, ok := s.latency[l.subject]; ok && !math.IsNaN(lat) {
@@ -142,7 +147,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			s.latency[l.subject] = lat
 		}
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: math.NaN(),
-			Latency: lat, Down: l.notDeliveredBytes > 0, Hot: s.a.hot.hot[l.subject]}
+			Latency: lat, Down: down(l), Hot: s.a.hot.hot[l.subject]}
 		in.Health = append(in.Health, h)
 		listed[l.subject] = true
 	}
@@ -161,7 +166,8 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		p := in.Health[i].Parent
 		if p.ID != "" && !listed[p] {
 			listed[p] = true
-			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: math.NaN(), Latency: math.NaN(), Hot: s.a.hot.hot[p]})
+			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: math.NaN(), Latency: math.NaN(), Hot: s.a.hot.hot[p],
+				Down: p.Kind == models.SubjectDS && s.agentDown(p.ID)})
 		}
 	}
 	for _, p := range in.Paths {
@@ -178,7 +184,64 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		return nil, err
 	}
 	s.recordBlame(now)
+	s.recordEpisodes()
 	return s.an.Findings(now), nil
+}
+
+// recordEpisodes keeps the latest form of every episode, for scoring:
+// findings fold short episodes together, scores count each one.
+func (s *starvationStage) recordEpisodes() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.an.Episodes() {
+		s.episodes[e.Finding.ID] = e
+	}
+}
+
+func (s *starvationStage) episodesCopy() []starvation.Episode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]starvation.Episode, 0, len(s.episodes))
+	for _, e := range s.episodes {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Finding.ID < out[j].Finding.ID })
+	return out
+}
+
+// agentDown reports whether the DS's agent is known to have failed its
+// last scrape.
+func (s *starvationStage) agentDown(ds string) bool {
+	down, known := s.a.ids.AgentDown(ds)
+	return known && down
+}
+
+// downRule returns whether a device or DS is down this tick. A DS whose
+// agent the device table joins to it is down exactly when that agent
+// failed its last scrape, and so are its devices. Otherwise bytes not
+// delivered mean down — unless some DS is known down: a client's stream
+// held up by the lost DS leaves bytes undelivered on the other DSs of the
+// same files too, and those peers are waiting, not lost.
+func (s *starvationStage) downRule() func(*subjectLoad) bool {
+	anyDown := false
+	for _, l := range s.a.hot.loads {
+		if l.subject.Kind == models.SubjectDS && s.agentDown(l.subject.ID) {
+			anyDown = true
+			break
+		}
+	}
+	return func(l *subjectLoad) bool {
+		ds := l.subject
+		if ds.Kind == models.SubjectDevice {
+			ds = s.parents[ds]
+		}
+		if ds.Kind == models.SubjectDS {
+			if down, known := s.a.ids.AgentDown(ds.ID); known && down {
+				return true
+			}
+		}
+		return l.notDeliveredBytes > 0 && !anyDown
+	}
 }
 
 // BlameRecord is the idle GPU-seconds the starvation analyzer charged to one

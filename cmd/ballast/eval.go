@@ -133,13 +133,22 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 		Truth:         tw.Truth(),
 		Findings:      findings,
 		FirstReported: an.FirstReported(),
+		Episodes:      []models.Finding{},
 		Forecasts:     an.Forecasts(),
 		Labels:        an.Labels(),
 		Blame:         an.Blame(),
 		JobNodes:      jobNodes(sc, tw.Nodes()),
-		Names:         score.Names{Device: tw.DeviceName, Stripe: tw.StripeOfHandle, DS: map[string]string{}},
+		Names:         score.Names{Device: twinDeviceName(tw), Stripe: tw.StripeOfHandle, DS: map[string]string{}},
 		End:           tw.Now(),
 		Tolerance:     time.Minute,
+	}
+	// gpu_starvation is scored per episode, as before its findings folded
+	// short episodes together (docs/evaluation.md).
+	for _, e := range an.StarvationEpisodes() {
+		in.Episodes = append(in.Episodes, e.Finding)
+		if !e.Reported.IsZero() {
+			in.FirstReported[e.Finding.ID] = e.Reported
+		}
 	}
 	for addr, dev := range names.dev {
 		if n, _, ok := strings.Cut(tw.DeviceName(dev), "/"); ok {
@@ -156,6 +165,23 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 		return nil, err
 	}
 	return &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Tolerance: in.Tolerance}, nil
+}
+
+// twinDeviceName maps what the mds may call a device while its device
+// table has not resolved the drive — the pNFS device id, "<ds>:<id>" or
+// "<ds>:<export>" — to the twin's drive name; "" when it is none of those
+// (a resolved name is already the twin's).
+func twinDeviceName(tw *twin.Twin) func(string) string {
+	return func(id string) string {
+		ds, rest, ok := strings.Cut(id, ":")
+		if !ok {
+			return tw.DeviceName(id)
+		}
+		if k, ok := strings.CutPrefix(rest, twin.ExportRoot+"/"); ok {
+			return ds + "/" + k
+		}
+		return tw.DeviceName(rest)
+	}
 }
 
 // jobNodes lists the client nodes of every workload: the nodes of its

@@ -14,16 +14,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballast-io/ballast/analyzer/hotspot"
 	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
-// Names maps the ids the mds uses (pNFS device ids, DS addresses, file
-// handles) to the twin's names. The scoring harness fills it from the twin
-// (which issued the ids) and from the stripe deltas it saw.
+// Names maps the ids the mds may use (pNFS device ids and DS addresses
+// its device table did not name, file handles) to the twin's names. The
+// scoring harness fills it from the twin (which issued the ids) and from
+// the stripe deltas it saw. Names the device table resolved (ds03/nvme2n1,
+// ds03) are the twin's already.
 type Names struct {
-	// Device maps a pNFS device id (hex) to a drive name (ds03/nvme2n1).
+	// Device maps what the mds calls a device before its device table
+	// resolves it (a pNFS device id, "<ds>:<id>", "<ds>:<export>") to a
+	// drive name (ds03/nvme2n1); "" for anything else.
 	Device func(id string) string
 	// Stripe maps a component file handle (hex) to a stripe (file#k).
 	Stripe func(fh string) string
@@ -38,8 +43,14 @@ type Input struct {
 	// FirstReported is when each finding (by id) was first reported; a
 	// finding missing here counts as reported at its LastSeen.
 	FirstReported map[string]time.Time
-	Forecasts     []analysis.ForecastRecord
-	Labels        []analysis.WindowLabel
+	// Episodes, when set, are the gpu_starvation episodes each on its own
+	// (analysis.StarvationEpisodes); gpu_starvation is then scored on them
+	// instead of its findings, which fold short episodes and checkpoint
+	// pauses of one cause into one recurring finding. Their first report
+	// times belong in FirstReported.
+	Episodes  []models.Finding
+	Forecasts []analysis.ForecastRecord
+	Labels    []analysis.WindowLabel
 	// Blame is the starvation analyzer's idle GPU-seconds per cause and
 	// minute.
 	Blame []analysis.BlameRecord
@@ -55,7 +66,12 @@ type Input struct {
 
 // KindScore is the detection quality of one finding kind.
 type KindScore struct {
-	Findings      int `json:"findings"`
+	// Findings is what was scored: the findings of the kind, or for
+	// gpu_starvation with Input.Episodes its episodes.
+	Findings int `json:"findings"`
+	// Reported is the findings an operator saw, when that differs from
+	// Findings (gpu_starvation scored on episodes).
+	Reported      int `json:"reported_findings,omitempty"`
 	TruePositives int `json:"true_positives"`
 	Targets       int `json:"targets"`
 	Detected      int `json:"detected"`
@@ -142,6 +158,9 @@ func (n Num) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, math.Round(f*1e4)/1e4, 'g', -1, 64), nil
 }
 
+// starvationKind is the finding kind of analyzer/starvation.
+const starvationKind = "gpu_starvation"
+
 // storageCauses are the gpu_idle causes a storage subject is responsible for.
 var storageCauses = map[string]bool{"device": true, "ds_nic": true, "port": true, "client_nic": true,
 	"io_error": true, "node_down": true, "read_ahead": true}
@@ -190,6 +209,11 @@ func Score(in Input) Result {
 	for _, f := range in.Findings {
 		byKind[f.Kind] = append(byKind[f.Kind], f)
 	}
+	reported := -1
+	if in.Episodes != nil {
+		reported = len(byKind[starvationKind])
+		byKind[starvationKind] = in.Episodes
+	}
 	kinds := make([]string, 0, len(rules))
 	for k := range rules {
 		kinds = append(kinds, k)
@@ -197,6 +221,9 @@ func Score(in Input) Result {
 	sort.Strings(kinds)
 	for _, k := range kinds {
 		res.Kinds[k] = m.scoreKind(rules[k], byKind[k], truth)
+	}
+	if reported >= 0 {
+		res.Kinds[starvationKind].Reported = reported
 	}
 	for k, fs := range byKind {
 		if _, ok := rules[k]; !ok {
@@ -294,7 +321,10 @@ func (m *matcher) names(s models.Subject) []models.Subject {
 		}
 		return append([]models.Subject{{Kind: models.SubjectDevice, ID: dev}}, dsOf(dev)...)
 	case models.SubjectStripe:
-		devID, fh, _ := strings.Cut(s.ID, "/")
+		devID, fh := hotspot.StripeDevice(s.ID), ""
+		if len(devID) < len(s.ID) {
+			fh = s.ID[len(devID)+1:]
+		}
 		var out []models.Subject
 		if n.Stripe != nil {
 			if st := n.Stripe(fh); st != "" {

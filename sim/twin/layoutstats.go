@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -128,6 +129,22 @@ func (t *Twin) DeviceID(name string) string {
 		return deviceID(d)
 	}
 	return ""
+}
+
+// MDSDevices returns the device table of the twin's pNFS server: every
+// drive's device id (spares included, so a promoted spare is known), its
+// data server and the export on it, ExportRoot/<namespace>. That is what
+// an operator copies from a real pNFS server's configuration into the mds
+// config's `devices:`; the drive behind each export is not given, the mds
+// learns it from the data servers' filesystem series as it would on a real
+// cluster (docs/scenarios.md, "Names").
+func (t *Twin) MDSDevices() []identity.Device {
+	out := make([]identity.Device, 0, len(t.dev))
+	for d := range t.dev {
+		dv := &t.dev[d]
+		out = append(out, identity.Device{ID: deviceID(int32(d)), DS: t.ds[dv.ds].name, Export: ExportRoot + "/" + dv.kname})
+	}
+	return out
 }
 
 func nfsTime(sec float64) models.NFSTime4 {
