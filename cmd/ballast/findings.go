@@ -46,7 +46,9 @@ GET /api/v1/findings, oldest first, as a table:
 --since takes a duration back from now (30m, 2h, 1d), RFC 3339 or Unix
 seconds, and keeps findings last seen then or later. --json prints the
 API's finding objects, one per line, with every field and the evidence.
-Times are shown in the local time zone unless --utc. Docs: docs/findings.md.`
+Times are shown in the local time zone unless --utc. Against an mds with
+authentication, --token-file names a file holding a token with the query
+scope (docs/security.md). Docs: docs/findings.md.`
 
 func runFindings(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "findings", findingsUsage)
@@ -59,6 +61,8 @@ func runFindings(ctx context.Context, env *cmdEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "print the findings as JSON lines instead of a table")
 	utc := fs.Bool("utc", false, "show times in UTC")
 	timeout := fs.Duration("timeout", 10*time.Second, "limit for the request")
+	var client cluster.ClientConfig
+	registerClientFlags(fs, &client)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -88,9 +92,13 @@ func runFindings(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		q.Set("since", strconv.FormatInt(t.Unix(), 10))
 	}
+	rt, err := cluster.NewClientTransport(client)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	found, err := fetchFindings(ctx, strings.TrimSuffix(*base, "/")+"/api/v1/findings?"+q.Encode())
+	found, err := fetchFindings(ctx, &http.Client{Transport: rt}, strings.TrimSuffix(*base, "/")+"/api/v1/findings?"+q.Encode())
 	if err != nil {
 		return err
 	}
@@ -117,12 +125,12 @@ func runFindings(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // fetchFindings GETs u and decodes the API's answer.
-func fetchFindings(ctx context.Context, u string) ([]models.Finding, error) {
+func fetchFindings(ctx context.Context, hc *http.Client, u string) ([]models.Finding, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cannot request findings from %q: %w", u, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot get findings from %q: %w", u, err)
 	}
