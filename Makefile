@@ -50,9 +50,13 @@ test-deps:
 # The Grafana plugin (grafana/, docs/grafana.md): a Go module of its own
 # (the backend, on grafana-plugin-sdk-go; its Go packages are named
 # explicitly, since ./... would reach into node_modules) and a TypeScript
-# frontend built with @grafana/create-plugin's toolchain. npm packages come from
-# grafana/package-lock.json; node_modules is installed when missing or
-# older than the lock file.
+# frontend built with @grafana/create-plugin's toolchain. npm packages come
+# from grafana/package-lock.json; node_modules is installed when missing or
+# older than the lock file, with `npm install --no-save` rather than
+# `npm ci`: the registry the lock was made against lacks @swc/core's macOS
+# and Windows binaries, so the lock lacks those optional entries and
+# `npm ci` refuses it; --no-save installs what the lock says and never
+# rewrites it.
 PLUGIN_ID        := ballast-ballast-datasource
 PLUGIN_VERSION   := $(shell sed -n 's/^  "version": "\(.*\)",/\1/p' grafana/package.json)
 PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/arm64
@@ -68,7 +72,7 @@ grafana-npm:
 		fi; \
 	fi
 	@if [ ! -f grafana/node_modules/.package-lock.json ] || [ grafana/package-lock.json -nt grafana/node_modules/.package-lock.json ]; then \
-		echo "npm ci in grafana/"; cd grafana && npm ci --no-audit --no-fund --loglevel=error; \
+		echo "npm install in grafana/ (from package-lock.json)"; cd grafana && npm install --no-save --no-audit --no-fund --loglevel=error; \
 	fi
 
 # Type-check and build the frontend, and type-check the dashboards.
