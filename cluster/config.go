@@ -15,8 +15,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ballast-io/ballast/collector"
+	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/cluster/identity"
+	"github.com/ballast-io/ballast/collector"
+	"github.com/ballast-io/ballast/internal/units"
+	"github.com/ballast-io/ballast/models"
 )
 
 // Duration is a time.Duration that YAML reads from Go duration strings
@@ -46,23 +49,7 @@ func (d Duration) String() string {
 }
 
 // ParseDuration parses Go durations plus a trailing d (days) or w (weeks).
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	for suffix, unit := range map[string]time.Duration{"d": 24 * time.Hour, "w": 7 * 24 * time.Hour} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			f, err := strconv.ParseFloat(n, 64)
-			if err != nil {
-				return 0, fmt.Errorf("cannot parse duration %q", s)
-			}
-			return time.Duration(f * float64(unit)), nil
-		}
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("cannot parse duration %q: want a number with a unit such as 15s, 5m, 2h, 30d", s)
-	}
-	return v, nil
-}
+func ParseDuration(s string) (time.Duration, error) { return units.ParseDuration(s) }
 
 // Role names.
 const (
@@ -193,12 +180,14 @@ type MDSConfig struct {
 	// DataServers names DS addresses (the netaddrs of GETDEVICEINFO);
 	// optional, they are also learned from LAYOUTSTATS.
 	DataServers []identity.DataServer `yaml:"data_servers"`
-	Alerting  AlertingConfig  `yaml:"alerting"`
-	HA        HAConfig        `yaml:"ha"`
+	Alerting    AlertingConfig        `yaml:"alerting"`
+	HA          HAConfig              `yaml:"ha"`
 	// Auth, TLS and HTTP secure and bound the listener (docs/security.md).
 	Auth AuthConfig `yaml:"auth"`
 	TLS  TLSConfig  `yaml:"tls"`
 	HTTP HTTPConfig `yaml:"http"`
+	// Actuators configures remediation (docs/actions.md).
+	Actuators actuator.Config `yaml:"actuators"`
 }
 
 // HAConfig makes this mds one of an active/passive pair elected through
@@ -289,6 +278,7 @@ func DefaultMDSConfig() MDSConfig {
 		Alerting:  defaultAlertingConfig(),
 		HA:        HAConfig{ElectionPrefix: "/ballast/mds/leader", LeaseTTL: Duration(10 * time.Second)},
 		HTTP:      DefaultHTTPConfig(),
+		Actuators: actuator.DefaultConfig(),
 	}
 }
 
@@ -380,6 +370,15 @@ func (c *MDSConfig) Validate() error {
 	}
 	errs = append(errs, c.Alerting.validate())
 	errs = append(errs, identity.Validate(c.Devices, c.DataServers))
+	errs = append(errs, c.Actuators.Validate("actuators."))
+	for _, k := range actuator.PlanKinds {
+		if m := c.Actuators.ModeOf(k); m == models.ModeApprove || m == models.ModeAuto {
+			if err := c.Auth.CheckProtected(c.Listen, ScopeAct); err != nil {
+				errs = append(errs, fmt.Errorf("actuators.mode: %q for %s on %s: %w", m, k, c.Listen, err))
+			}
+			break
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/actuator/alert"
 	"github.com/ballast-io/ballast/cluster/analysis"
 	"github.com/ballast-io/ballast/cluster/console"
@@ -50,6 +51,13 @@ type Runtime struct {
 	// Now is the clock the console reads "now" from. Default: the wall
 	// clock, or with ManualTicks the time of the last tick.
 	Now func() time.Time
+	// Mover is the cluster twin's mover, used only when the config selects
+	// actuators.driver: twin (the demo and eval give it; a real mds has
+	// no twin, and config picks files or exec).
+	Mover actuator.Mover
+	// Rebalancer replaces ballast's load-aware rebalancer: eval scores the
+	// baselines it is compared with this way. Nil everywhere else.
+	Rebalancer actuator.Rebalancer
 }
 
 // MDS is the mds role, the one assembly that `ballast mds`, the demo and
@@ -71,6 +79,7 @@ type MDS struct {
 	journal  *storage.Journal
 	lstats   *layoutstats.Service
 	analysis *analysis.Analysis
+	engine   *actuator.Engine
 	server   *Server
 	console  *console.Console
 	scraper  *scrape.Scraper
@@ -103,11 +112,15 @@ func (m *MDS) Store() storage.Store { return m.store }
 // Journal returns the findings and actions journal, or nil before Start.
 func (m *MDS) Journal() *storage.Journal { return m.journal }
 
+// Actions returns the actions engine, or nil before Start.
+func (m *MDS) Actions() *actuator.Engine { return m.engine }
+
 // Pipeline returns the pipeline, or nil before Start.
 func (m *MDS) Pipeline() *pipeline.Pipeline { return m.pipeline }
 
 // Alerts returns the alert dispatcher, or nil before Start.
 func (m *MDS) Alerts() *alert.Dispatcher { return m.alerts }
+
 // Identity returns the device table that names devices and DSs.
 func (m *MDS) Identity() *identity.Table { return m.ids }
 
@@ -209,6 +222,38 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot set up analysis: %w", err)
 	}
 
+	mover, err := newMover(&c.Actuators, &m.rt)
+	if err != nil {
+		return err
+	}
+	j := m.journal
+	m.engine, err = actuator.New(actuator.Options{
+		Config:     c.Actuators,
+		Mover:      mover,
+		Journal:    j,
+		Load:       func() ([]models.Action, error) { return j.Actions(storage.ActionFilter{}) },
+		Measure:    measureFunc(m.store),
+		Appender:   m.store,
+		Inline:     m.rt.ManualTicks,
+		Rebalancer: m.rt.Rebalancer,
+		Gate:       mdsGate{m},
+		Namer: func(id string) string {
+			if n := m.ids.DeviceName(id); n != id {
+				return n
+			}
+			return ""
+		},
+		Metrics: m.set,
+		Logger:  m.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot set up actions: %w", err)
+	}
+	if err := m.engine.Start(ctx); err != nil {
+		return err
+	}
+	m.hub.Subscribe(m.engine.ObserveStripes)
+
 	if m.server, err = NewServer(ServerOptions{Addr: c.Listen, Role: RoleMDS, Metrics: m.set, Logger: m.logger,
 		Auth: c.Auth, TLS: c.TLS, HTTP: c.HTTP}); err != nil {
 		return err
@@ -244,6 +289,10 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	for _, p := range storage.AdminPaths {
 		m.server.Handle(p, qh, ScopeAdmin)
 	}
+	ah := &actionsHandler{journal: m.journal, engine: m.engine, now: m.Now}
+	m.server.Handle("GET "+PathActions, ah, ScopeQuery)
+	m.server.Handle("GET "+PathActions+"/{id}", ah, ScopeQuery)
+	m.server.Handle("POST "+PathActions+"/{id}/{verb}", ah, ScopeAct)
 	if err := m.server.Start(); err != nil {
 		return err
 	}
@@ -267,7 +316,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 
 	// Alert senders run in every mds; with no receivers configured (the
 	// demo's default) they decide and send nothing.
-	ao, err := c.Alerting.AlertOptions(m.store.DataDir(), m.server.Addr(), time.Duration(c.Pipeline.Tick), m.journal, m.rt.ManualTicks, m.set, m.logger)
+	ao, err := c.Alerting.AlertOptions(m.store.DataDir(), m.server.Addr(), time.Duration(c.Pipeline.Tick), plans{m.journal}, m.rt.ManualTicks, m.set, m.logger)
 	if err != nil {
 		return err
 	}
@@ -317,6 +366,7 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 	stages = append(stages, m.rt.Stages...)
 	acts = append([]pipeline.Actuator{&pipeline.FindingsRecorder{Journal: m.journal, Appender: m.store},
 		&pipeline.SeriesRecorder{Label: "analysis-series", Series: m.analysis.Series, Appender: m.store}}, acts...)
+	acts = append(acts, m.engine)
 	// Alerts go last, so that they see the actions of this very tick.
 	acts = append(acts, m.alerts)
 	opts := pipeline.PipelineOptions{
@@ -334,6 +384,14 @@ func (m *MDS) pipelineOptions(tracer trace.Tracer) pipeline.PipelineOptions {
 		opts.Settle = m.store.Flush
 	}
 	return opts
+}
+
+// plans lists the journaled plans (not their stripe moves, which an
+// operator hears about through their plan).
+type plans struct{ j *storage.Journal }
+
+func (p plans) Actions() ([]models.Action, error) {
+	return p.j.Actions(storage.ActionFilter{Plans: true})
 }
 
 // PathPipelineStatus serves what the pipeline runs: its sources, stages
@@ -394,6 +452,9 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 	errs = append(errs, m.stopHA(ctx))
 	if m.scraper != nil {
 		errs = append(errs, m.scraper.Stop(ctx))
+	}
+	if m.engine != nil {
+		errs = append(errs, m.engine.Stop(ctx))
 	}
 	if m.server != nil {
 		errs = append(errs, m.server.Stop(ctx))

@@ -69,3 +69,22 @@ func (m *MDS) serveLeaderStatus(w http.ResponseWriter, _ *http.Request) {
 		Data   LeaderStatus `json:"data"`
 	}{"success", st})
 }
+
+// mdsGate hands the actions engine the mds's gate, which exists once the
+// election started (after the engine was built, before the pipeline runs).
+type mdsGate struct{ m *MDS }
+
+func (g mdsGate) Leading() (uint64, bool) {
+	if g.m.gate == nil {
+		return 0, false
+	}
+	return g.m.gate.Leading()
+}
+
+// Confirm asks the coordinator when the gate can (an elected leader).
+func (g mdsGate) Confirm(ctx context.Context, epoch uint64) error {
+	if c, ok := g.m.gate.(ha.Confirmer); ok {
+		return c.Confirm(ctx, epoch)
+	}
+	return nil
+}

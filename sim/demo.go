@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/cluster"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/models"
@@ -63,6 +64,12 @@ type DemoOptions struct {
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
 	Version       string
+	// ActionMode is the mode of every planned action kind; default auto
+	// (the demo acts on its simulated cluster). Eval's no-action run uses
+	// off; a dry-run leaves the twin exactly as off does.
+	ActionMode models.ActionMode
+	// Rebalancer replaces ballast's rebalancer (eval's baselines).
+	Rebalancer actuator.Rebalancer
 }
 
 // DemoProgress is one progress report.
@@ -85,10 +92,73 @@ type DemoSummary struct {
 	Findings              int                `json:"findings"`
 	FindingsByKind        map[string]int     `json:"findings_by_kind"`
 	Actions               int                `json:"actions"`
+	Remediation           Remediation        `json:"remediation"`
 	SamplesStored         uint64             `json:"samples_stored"`
 	Simulated             bool               `json:"simulated"`
 	Start                 time.Time          `json:"sim_start"`
 	End                   time.Time          `json:"sim_end"`
+}
+
+// Remediation sums up what the actuators did on the twin (simulated).
+type Remediation struct {
+	Simulated  bool          `json:"simulated"`
+	Mode       string        `json:"mode"`
+	Plans      int           `json:"plans"`
+	MovesDone  int           `json:"moves_done"`
+	BytesMoved int64         `json:"bytes_moved"`
+	Each       []PlanSummary `json:"each,omitempty"`
+}
+
+// PlanSummary is one plan in the demo's summary: what it was about, how it
+// ended, the bytes it moved against its planner's lower bound, and the GPU
+// utilisation of the clients it served before and after (NaN-free: -1
+// when not measured).
+type PlanSummary struct {
+	ID              string  `json:"id"`
+	Kind            string  `json:"kind"`
+	Subject         string  `json:"subject"`
+	State           string  `json:"state"`
+	Verdict         string  `json:"verdict,omitempty"`
+	Moves           int     `json:"moves"`
+	MovesDone       int     `json:"moves_done"`
+	BytesMoved      int64   `json:"bytes_moved"`
+	LowerBoundBytes int64   `json:"lower_bound_bytes"`
+	GPUUtilBefore   float64 `json:"gpu_util_before"`
+	GPUUtilAfter    float64 `json:"gpu_util_after"`
+}
+
+func remediation(acts []models.Action, mode models.ActionMode) Remediation {
+	r := Remediation{Simulated: true, Mode: string(mode)}
+	for i := range acts {
+		a := &acts[i]
+		if a.Parent != "" {
+			continue
+		}
+		r.Plans++
+		ps := PlanSummary{ID: a.ID, Kind: string(a.Kind), Subject: a.Subject.String(), State: string(a.State), GPUUtilBefore: -1, GPUUtilAfter: -1}
+		if a.SubjectName != "" {
+			ps.Subject = a.SubjectName
+		}
+		if a.Plan != nil {
+			ps.Moves, ps.LowerBoundBytes = a.Plan.Moves, a.Plan.LowerBoundBytes
+		}
+		if a.Progress != nil {
+			ps.MovesDone, ps.BytesMoved = a.Progress.MovesDone, a.Progress.BytesMoved
+			r.MovesDone += a.Progress.MovesDone
+			r.BytesMoved += a.Progress.BytesMoved
+		}
+		if e := a.Effect; e != nil {
+			ps.Verdict = string(e.Verdict)
+			if v, ok := e.Before["gpu_util"]; ok {
+				ps.GPUUtilBefore = v
+			}
+			if v, ok := e.After["gpu_util"]; ok {
+				ps.GPUUtilAfter = v
+			}
+		}
+		r.Each = append(r.Each, ps)
+	}
+	return r
 }
 
 // Demo is a running demo; its MDS keeps serving after Run until Stop.
@@ -139,12 +209,21 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 			return nil, err
 		}
 	}
+	if opts.ActionMode == "" {
+		opts.ActionMode = models.ModeAuto
+	}
+	DemoActuators(&cfg.Actuators, opts.ActionMode)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cannot configure the demo's mds: %w", err)
+	}
 	d := &Demo{opts: opts, tw: tw}
 	d.mds = cluster.NewMDS(cfg, cluster.Runtime{
 		Sources:     d.sources(),
 		ManualTicks: true,
 		Jitter:      -1, // the demo ticks exactly on the scrape interval
 		Banner:      banner(opts.Scenario.Name, opts.Seed),
+		Mover:       &twinMover{tw: tw, mu: &d.twMu},
+		Rebalancer:  opts.Rebalancer,
 	}, opts.Version, opts.Logger)
 	return d, nil
 }
@@ -213,6 +292,22 @@ func OpenFinished(ctx context.Context, opts DemoOptions) (*cluster.MDS, *DemoSum
 		return nil, nil, err
 	}
 	return m, &sum, nil
+}
+
+// DemoActuators is the actuators config of the demo and eval: the twin
+// driver, every kind in mode, timings for runs of an hour or two
+// (cooldown 10 m, verify window 2 m, old copies kept 2 m) and 16 copies at
+// once. Everything else keeps a real mds's defaults.
+func DemoActuators(c *actuator.Config, mode models.ActionMode) {
+	c.Driver = actuator.DriverTwin
+	c.Mode = mode
+	c.PlanEvery = actuator.Duration(30 * time.Second)
+	c.Budgets.Cooldown = actuator.Duration(10 * time.Minute)
+	c.Verify.Window = actuator.Duration(2 * time.Minute)
+	c.Move.Grace = actuator.Duration(2 * time.Minute)
+	c.Move.Backoff = actuator.Duration(10 * time.Second)
+	// the twin's mover runs 16 copies at once, as an MDS's mover pool would
+	c.Budgets.MaxConcurrentMoves = 16
 }
 
 // Twin returns the simulated cluster (for the caller's summary only).
@@ -365,7 +460,7 @@ func (d *Demo) findings() []models.Finding {
 
 // actions returns what the mds journaled.
 func (d *Demo) actions() []models.Action {
-	as, err := d.mds.Journal().Actions()
+	as, err := d.mds.Journal().Actions(storage.ActionFilter{})
 	if err != nil {
 		d.opts.Logger.Warn("cannot read the actions journal", "err", err)
 	}
@@ -398,6 +493,7 @@ func (d *Demo) summary(wallStart time.Time) *DemoSummary {
 		Findings:              len(fs),
 		FindingsByKind:        map[string]int{},
 		Actions:               len(acts),
+		Remediation:           remediation(acts, d.opts.ActionMode),
 		SamplesStored:         d.mds.Store().RowsAdded(),
 		Simulated:             true,
 		Start:                 d.opts.Start,

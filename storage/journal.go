@@ -139,15 +139,30 @@ func (j *Journal) Findings(filter FindingFilter) ([]models.Finding, error) {
 }
 
 // PutAction stores a (by its deterministic id), replacing an earlier state.
-func (j *Journal) PutAction(a models.Action) error {
-	if err := a.Validate(); err != nil {
-		return fmt.Errorf("cannot journal action: %w", err)
+func (j *Journal) PutAction(a models.Action) error { return j.PutActions([]models.Action{a}) }
+
+// PutActions stores as in one transaction (one fsync): all or none.
+func (j *Journal) PutActions(as []models.Action) error {
+	vs := make([][]byte, len(as))
+	for i := range as {
+		if err := as[i].Validate(); err != nil {
+			return fmt.Errorf("cannot journal action: %w", err)
+		}
+		v, err := json.Marshal(&as[i])
+		if err != nil {
+			return fmt.Errorf("cannot journal action %q: %w", as[i].ID, err)
+		}
+		vs[i] = v
 	}
-	v, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	return j.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketActions).Put([]byte(a.ID), v) })
+	return j.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketActions)
+		for i := range as {
+			if err := b.Put([]byte(as[i].ID), vs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // ErrNoAction is returned by Action for an unknown id.
@@ -166,8 +181,35 @@ func (j *Journal) Action(id string) (models.Action, error) {
 	return a, err
 }
 
-// Actions returns every journaled action ordered by creation, then id.
-func (j *Journal) Actions() ([]models.Action, error) {
+// ActionFilter selects actions; zero fields match everything.
+type ActionFilter struct {
+	State   models.ActionState
+	Kind    models.ActionKind
+	Subject string // "kind:id", the id, or the subject's display name
+	Parent  string
+	// Plans keeps only actions without a parent (plans and lone actions).
+	Plans bool
+	// Since keeps actions updated at or after it.
+	Since time.Time
+}
+
+// Match reports whether a passes the filter.
+func (f *ActionFilter) Match(a *models.Action) bool {
+	switch {
+	case f.State != "" && a.State != f.State,
+		f.Kind != "" && a.Kind != f.Kind,
+		f.Subject != "" && a.Subject.String() != f.Subject && a.Subject.ID != f.Subject && a.SubjectName != f.Subject,
+		f.Parent != "" && a.Parent != f.Parent,
+		f.Plans && a.Parent != "",
+		!f.Since.IsZero() && a.Updated.Before(f.Since):
+		return false
+	}
+	return true
+}
+
+// Actions returns the journaled actions that pass filter, ordered by
+// creation, then id.
+func (j *Journal) Actions(filter ActionFilter) ([]models.Action, error) {
 	var out []models.Action
 	err := j.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketActions).ForEach(func(k, v []byte) error {
@@ -175,17 +217,48 @@ func (j *Journal) Actions() ([]models.Action, error) {
 			if err := json.Unmarshal(v, &a); err != nil {
 				return fmt.Errorf("action %q is corrupt: %w", k, err)
 			}
-			out = append(out, a)
+			if filter.Match(&a) {
+				out = append(out, a)
+			}
 			return nil
 		})
 	})
-	sort.Slice(out, func(a, b int) bool {
-		if !out[a].Created.Equal(out[b].Created) {
-			return out[a].Created.Before(out[b].Created)
-		}
-		return out[a].ID < out[b].ID
-	})
+	SortActions(out)
 	return out, err
+}
+
+// SortActions orders actions by creation, then id.
+func SortActions(as []models.Action) {
+	sort.Slice(as, func(a, b int) bool {
+		if !as[a].Created.Equal(as[b].Created) {
+			return as[a].Created.Before(as[b].Created)
+		}
+		return as[a].ID < as[b].ID
+	})
+}
+
+// ParseActionFilter reads state, kind, subject, parent, plans and since
+// from URL query values, naming the bad parameter on error.
+func ParseActionFilter(get func(string) string) (ActionFilter, error) {
+	f := ActionFilter{State: models.ActionState(get("state")), Kind: models.ActionKind(get("kind")), Subject: get("subject"), Parent: get("parent")}
+	if f.State != "" && !f.State.Valid() {
+		return f, fmt.Errorf("state=%q: not an action state", f.State)
+	}
+	switch p := strings.ToLower(get("plans")); p {
+	case "", "false", "0":
+	case "true", "1":
+		f.Plans = true
+	default:
+		return f, fmt.Errorf("plans=%q: want true or false", p)
+	}
+	if s := get("since"); s != "" {
+		t, err := parseAPITime(s)
+		if err != nil {
+			return f, fmt.Errorf("since=%q: %w", s, err)
+		}
+		f.Since = t
+	}
+	return f, nil
 }
 
 // ParseFindingFilter reads kind, subject, active and since from URL query

@@ -121,7 +121,7 @@ func TestJournalActions(t *testing.T) {
 	if _, err := j.Action("nope"); err == nil {
 		t.Errorf("unknown action: want an error")
 	}
-	all, _ := j.Actions()
+	all, _ := j.Actions(ActionFilter{})
 	if len(all) != 1 {
 		t.Errorf("got %d actions; want 1", len(all))
 	}

@@ -21,7 +21,7 @@ func TestActionsBecomeAlerts(t *testing.T) {
 	defer j.Close()
 	s := newSink(t)
 	o := testOptions(t, nil, webhook("approvals", s))
-	o.Actions = j
+	o.Actions = journalPlans{j}
 	d := startDispatcher(t, o)
 	ctx := context.Background()
 	act := models.Action{ID: "evacuate-ds03-nvme2", Kind: models.ActionEvacuateDevice, Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds03/nvme2"},
@@ -87,4 +87,11 @@ func TestSeverityChangeEndsTheOldAlert(t *testing.T) {
 	if len(last) != 2 || last[0] != "critical=firing" || last[1] != "warning=resolved" {
 		t.Errorf("second notification: got %v; want critical firing and warning resolved", last)
 	}
+}
+
+// journalPlans lists a journal's plans, as the mds hands them to alerting.
+type journalPlans struct{ j *storage.Journal }
+
+func (p journalPlans) Actions() ([]models.Action, error) {
+	return p.j.Actions(storage.ActionFilter{Plans: true})
 }

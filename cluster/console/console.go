@@ -48,7 +48,7 @@ type FindingsReader interface {
 
 // ActionsReader is the actions journal (storage.Journal).
 type ActionsReader interface {
-	Actions() ([]models.Action, error)
+	Actions(f storage.ActionFilter) ([]models.Action, error)
 }
 
 // Querier is the store's MetricsQL engine (storage.Querier).
@@ -448,7 +448,8 @@ type actionRow struct {
 const maxRecentActions = 20
 
 func (c *Console) actions(pg *page) {
-	as, err := c.opts.Actions.Actions()
+	// plans only: their stripe moves are listed by `ballast actions show`
+	as, err := c.opts.Actions.Actions(storage.ActionFilter{Plans: true})
 	if err != nil {
 		pg.ActionsErr = err.Error()
 		return
@@ -459,9 +460,16 @@ func (c *Console) actions(pg *page) {
 		for _, k := range slices.Sorted(maps.Keys(a.Params)) {
 			ps = append(ps, k+"="+a.Params[k])
 		}
-		row := actionRow{ID: a.ID, Kind: string(a.Kind), Subject: a.Subject.String(), State: string(a.State), Reason: a.Reason,
+		if p := a.Plan; p != nil {
+			ps = append([]string{fmt.Sprintf("%d moves, %.3g GB (lower bound %.3g GB)", p.Moves, float64(p.Bytes)/1e9, float64(p.LowerBoundBytes)/1e9)}, ps...)
+		}
+		subj := a.Subject.String()
+		if a.SubjectName != "" {
+			subj = a.SubjectName
+		}
+		row := actionRow{ID: a.ID, Kind: string(a.Kind), Subject: subj, State: string(a.State), Reason: a.Reason,
 			Params: strings.Join(ps, ", "), DryRun: a.DryRun, Created: a.Created, Updated: a.Updated}
-		if a.State == models.ActionProposed && !a.DryRun {
+		if a.State == models.ActionAwaitingApproval {
 			pg.Pending = append(pg.Pending, row)
 		} else if len(pg.Recent) < maxRecentActions {
 			pg.Recent = append(pg.Recent, row)

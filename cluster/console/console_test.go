@@ -42,7 +42,15 @@ func (c *cluster) Findings(f storage.FindingFilter) ([]models.Finding, error) {
 	return out, nil
 }
 
-func (c *cluster) Actions() ([]models.Action, error) { return c.actions, nil }
+func (c *cluster) Actions(f storage.ActionFilter) ([]models.Action, error) {
+	var out []models.Action
+	for i := range c.actions {
+		if f.Match(&c.actions[i]) {
+			out = append(out, c.actions[i])
+		}
+	}
+	return out, nil
+}
 
 // Query answers the heat-map query with one series per drive: drive d of
 // DS i is (i%100)/100 busy, except ds0007/nvme3n1 at 0.995 and
@@ -107,7 +115,7 @@ func newTestCluster(nDS, nFindings int) *cluster {
 		Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0005/nvme2"}, Start: now.Add(-time.Hour), LastSeen: now,
 		Summary: "the drive reports its overall SMART health as FAILED",
 	})
-	c.actions = []models.Action{{ID: "evacuate_device:ds0007/nvme3", Kind: models.ActionEvacuateDevice, State: models.ActionProposed,
+	c.actions = []models.Action{{ID: "evacuate_device:ds0007/nvme3", Kind: models.ActionEvacuateDevice, State: models.ActionAwaitingApproval,
 		Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0007/nvme3"}, Created: now.Add(-time.Minute), Updated: now.Add(-time.Minute),
 		Params: map[string]string{"bytes": "65625000000"}, Reason: "drive likely to fail"}}
 	return c

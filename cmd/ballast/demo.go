@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim"
 	"github.com/ballast-io/ballast/sim/twin"
 )
@@ -65,8 +66,12 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.Var(&flushURLs, "store-flush-url", "with --store remote=…: a URL Flush requests so that recent writes are searchable at once (each vmstorage's /internal/force_flush); repeatable")
 	tenant := fs.String("store-tenant", "", "with --store remote=…: VictoriaMetrics cluster tenant accountID[:projectID]; the URLs are then vminsert's and vmselect's roots")
 	export := fs.Bool("export", false, "also write every stored sample to OUT/telemetry.jsonl (VictoriaMetrics export format), to compare runs")
+	actions := fs.String("actions", "auto", "mode of remediation on the twin: off, dry-run, approve (act after 'ballast actions approve') or auto")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if m := models.ActionMode(*actions); !m.Valid() {
+		return fmt.Errorf("%w: --actions %q is not one of off, dry-run, approve, auto", errUsage, *actions)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
@@ -113,6 +118,7 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 		Progress:       progressPrinter(env.stderr, *quiet),
 		Logger:         logger,
 		Version:        version,
+		ActionMode:     models.ActionMode(*actions),
 	})
 	if err != nil {
 		return err
@@ -205,8 +211,29 @@ func printSummary(w io.Writer, s *sim.DemoSummary, out string) {
 		fmt.Fprintf(w, " %s=%d", k, s.FindingsByKind[k])
 	}
 	fmt.Fprintf(w, "\n  actions: %d\n", s.Actions)
+	printRemediation(w, &s.Remediation)
 	fmt.Fprintf(w, "Outputs: %s/summary.json, %s/truth.jsonl, %s/findings.jsonl, %s/actions.jsonl (store: %s/data)\n", out, out, out, out, out)
 
+}
+
+// printRemediation lists the plans of a run on the twin: all of it is
+// simulated, and says so.
+func printRemediation(w io.Writer, r *sim.Remediation) {
+	fmt.Fprintf(w, "  remediation (SIMULATED on the twin, mode %s): %d plans, %d moves done, %s moved\n", r.Mode, r.Plans, r.MovesDone, humanBytes(r.BytesMoved))
+	util := func(v float64) string {
+		if v < 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.3f", v)
+	}
+	for i, p := range r.Each {
+		if i == 12 {
+			fmt.Fprintf(w, "    … %d more in actions.jsonl\n", len(r.Each)-i)
+			break
+		}
+		fmt.Fprintf(w, "    %-15s %-22s %-10s %-11s moves %d/%d, %s moved (lower bound %s), GPU util %s → %s\n",
+			p.Kind, p.Subject, p.State, orDash(p.Verdict), p.MovesDone, p.Moves, humanBytes(p.BytesMoved), humanBytes(p.LowerBoundBytes), util(p.GPUUtilBefore), util(p.GPUUtilAfter))
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

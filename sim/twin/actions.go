@@ -24,6 +24,14 @@ type migration struct {
 	active bool
 	done   bool
 	action string
+	// A held copy (StartCopy) does not switch the layout when it
+	// completes: both copies are read back, then it waits for CommitCopy.
+	hold   bool
+	phase  int8
+	rate   float64 // bytes/s cap of this copy, 0 = the scenario's
+	urgent bool
+	// bytes read back from the source and from the copy
+	verSrc, verDst float64
 }
 
 // ErrDryRun is returned by Apply for an action marked dry-run: it must
@@ -300,9 +308,9 @@ func (t *Twin) addMigrationFlows() {
 	if running == 0 {
 		return
 	}
-	rate := t.sc.Migration.MBps * 1e6
+	base := t.sc.Migration.MBps * 1e6
 	if t.throttle > 0 {
-		rate = min(rate, t.throttle/float64(running))
+		base = min(base, t.throttle/float64(running))
 	}
 	req := float64(1 << 20)
 	for _, mi := range t.migQueue {
@@ -312,6 +320,14 @@ func (t *Twin) addMigrationFlows() {
 		}
 		if !t.devAvailable(m.src) || !t.devAvailable(m.dst) {
 			continue // waits for the device or server to return
+		}
+		rate := base
+		if m.rate > 0 {
+			rate = min(rate, m.rate)
+		}
+		if m.phase == migVerifying {
+			t.addVerifyFlows(mi, rate*t.dt, req)
+			continue
 		}
 		want := min(m.total-m.moved, rate*t.dt)
 		sd, dd := &t.dev[m.src], &t.dev[m.dst]
@@ -330,8 +346,32 @@ func (t *Twin) addMigrationFlows() {
 	}
 }
 
+// addVerifyFlows reads both copies of migration mi back, up to max bytes
+// each this tick: each read crosses its device, its server's NIC and its
+// switch port towards the mds, which compares the checksums.
+func (t *Twin) addVerifyFlows(mi int32, max, req float64) {
+	m := &t.migs[mi]
+	for side, d := range [2]int32{m.src, m.dst} {
+		left := m.total - m.verSrc
+		if side == 1 {
+			left = m.total - m.verDst
+		}
+		if left <= 0 {
+			continue
+		}
+		want := min(left, max)
+		b := t.dsBase + slotsPerHost*int(t.dev[d].ds)
+		f := flow{src: srcVerify, err: -1, owner: mi, stripe: m.stripe, rec: int32(side), dev: d, want: want, demand: want, lim: -1, req: req, amp: 1, slowDev: -1}
+		f.res = [maxPath]int32{d, int32(b + slotNICTx), int32(b + slotPortIn)}
+		f.coef = [maxPath]float64{t.devCoef(d, req, false), 1, 1}
+		f.n = 3
+		t.flows = append(t.flows, f)
+	}
+}
+
 // settleMigrations switches the layout of completed copies and retires
-// devices that a promotion emptied.
+// devices that a promotion emptied. A held copy instead goes on to its
+// read-back, then leaves the mover's queue to wait for its commit.
 func (t *Twin) settleMigrations(now float64) {
 	if len(t.migQueue) == 0 {
 		return
@@ -339,6 +379,17 @@ func (t *Twin) settleMigrations(now float64) {
 	keep := t.migQueue[:0]
 	for _, mi := range t.migQueue {
 		m := &t.migs[mi]
+		if m.hold {
+			if m.phase == migCopying && m.moved >= m.total-1e-6 {
+				m.phase = migVerifying
+			}
+			if m.phase == migVerifying && m.verSrc >= m.total-1e-6 && m.verDst >= m.total-1e-6 {
+				m.phase, m.active = migCopied, false
+				continue
+			}
+			keep = append(keep, mi)
+			continue
+		}
 		if m.moved < m.total-1e-6 {
 			keep = append(keep, mi)
 			continue

@@ -24,6 +24,7 @@ var causeNames = [numCauses]string{"checkpoint", "device", "ds_nic", "port", "cl
 const (
 	srcStream uint8 = iota
 	srcMigration
+	srcVerify
 	srcCross
 	srcFill
 )
@@ -118,6 +119,13 @@ func (t *Twin) devCoef(d int32, req float64, write bool) float64 {
 		return c.wInv + c.wOver/req
 	}
 	return c.rInv + c.rOver/req
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Step advances the simulation by one tick.
@@ -365,10 +373,22 @@ func (t *Twin) settleFlows(now float64) {
 		f := &t.flows[i]
 		switch f.src {
 		case srcMigration:
-			t.migs[f.owner].moved += f.served
+			m := &t.migs[f.owner]
+			m.moved += f.served
 			t.bookDevice(f.dev, f.served, 1<<20, false)
-			t.bookDevice(t.migs[f.owner].dst, f.served, 1<<20, true)
-			t.dev[t.migs[f.owner].dst].used += f.served
+			t.bookDevice(m.dst, f.served, 1<<20, true)
+			t.dev[m.dst].used += f.served
+			t.migBytes[b2i(m.urgent)] += f.served
+			continue
+		case srcVerify:
+			m := &t.migs[f.owner]
+			if f.rec == 0 {
+				m.verSrc += f.served
+			} else {
+				m.verDst += f.served
+			}
+			t.bookDevice(f.dev, f.served, 1<<20, false)
+			t.migBytes[b2i(m.urgent)] += f.served
 			continue
 		case srcFill:
 			dv := &t.dev[f.dev]

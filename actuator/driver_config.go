@@ -1,0 +1,148 @@
+package actuator
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// DeviceSpec is one device a files or exec driver may move data on or off:
+// the pNFS device id (the key every finding and move uses) and what the
+// MDS knows about it.
+type DeviceSpec struct {
+	// Device is the pNFS deviceid4, hex, as LAYOUTSTATS carries it.
+	Device string `yaml:"device"`
+	// Name is how operators name it (ds04/nvme4n1); default "<ds>:<device>".
+	Name string `yaml:"name"`
+	// DS is the data server's name; DSAddr its address as LAYOUTSTATS shows
+	// it (ip:port), optional.
+	DS     string `yaml:"ds"`
+	DSAddr string `yaml:"ds_addr"`
+	// Pool is the tier the device belongs to; moves stay inside a pool.
+	Pool string `yaml:"pool"`
+	// Spare devices hold no data until promoted.
+	Spare bool `yaml:"spare"`
+	// CapacityBytes overrides the capacity the driver reads (files: statfs
+	// of Path); 0 keeps it.
+	CapacityBytes int64 `yaml:"capacity_bytes"`
+	// BandwidthBytes is what the device reads or writes per second at full
+	// speed (copies take DeviceShare of it); 0 = unknown, copies unpaced.
+	BandwidthBytes float64 `yaml:"bandwidth_bytes"`
+	// Path is where the files driver sees the device's export on the MDS
+	// host (the export mounted there).
+	Path string `yaml:"path"`
+}
+
+// FilesConfig configures the files driver: data servers whose exports are
+// mounted on the MDS host, one directory per device, a file's component on
+// a device stored under the file's path relative to the export.
+type FilesConfig struct {
+	Exports []DeviceSpec `yaml:"exports"`
+	// LayoutCommand is the operator's layout hook (argv); ballast appends a
+	// verb and its arguments (docs/actions.md has the contract).
+	LayoutCommand []string `yaml:"layout_command"`
+	// HookTimeout bounds one hook call.
+	HookTimeout Duration `yaml:"hook_timeout"`
+	// BufferBytes is the copy and checksum buffer.
+	BufferBytes int `yaml:"buffer_bytes"`
+}
+
+// DefaultFilesConfig returns the files driver's defaults.
+func DefaultFilesConfig() FilesConfig {
+	return FilesConfig{HookTimeout: Duration(30 * time.Second), BufferBytes: 1 << 20}
+}
+
+// ExecConfig configures the exec driver: a command template per step, so
+// that an MDS's own tools (FreeBSD pnfsdscopymr/pnfsdsfile, a vendor CLI)
+// move the bytes.
+type ExecConfig struct {
+	Devices []DeviceSpec `yaml:"devices"`
+	// Commands maps a step (locate, stripes, copy, verify, commit, cleanup,
+	// abort, state) to an argv whose elements are Go templates (fields in
+	// docs/actions.md).
+	Commands map[string][]string `yaml:"commands"`
+	// Timeout bounds one command.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// DefaultExecConfig returns the exec driver's defaults.
+func DefaultExecConfig() ExecConfig { return ExecConfig{Timeout: Duration(time.Hour)} }
+
+// ExecSteps are the steps an exec config must give a command for; state
+// is optional (a DS state change is then refused).
+var ExecSteps = []string{"locate", "stripes", "copy", "verify", "commit", "cleanup", "abort"}
+
+func validateDevices(prefix string, devs []DeviceSpec, needPath bool) []error {
+	var errs []error
+	seen := map[string]int{}
+	if len(devs) == 0 {
+		errs = append(errs, fmt.Errorf("%s: must list at least one device", strings.TrimSuffix(prefix, ".")))
+	}
+	for i, d := range devs {
+		f := fmt.Sprintf("%s[%d]", strings.TrimSuffix(prefix, "."), i)
+		id := strings.ToLower(d.Device)
+		if _, err := hex.DecodeString(id); err != nil || id == "" || len(id) > 32 {
+			errs = append(errs, fmt.Errorf("%s.device: %q is not a pNFS device id (hex, at most 32 digits)", f, d.Device))
+		} else if j, dup := seen[id]; dup {
+			errs = append(errs, fmt.Errorf("%s.device: %q is already %s[%d]", f, d.Device, strings.TrimSuffix(prefix, "."), j))
+		} else {
+			seen[id] = i
+		}
+		if d.DS == "" {
+			errs = append(errs, fmt.Errorf("%s.ds: must not be empty", f))
+		}
+		if needPath && (d.Path == "" || !filepath.IsAbs(d.Path)) {
+			errs = append(errs, fmt.Errorf("%s.path: %q is not an absolute path", f, d.Path))
+		}
+		if d.BandwidthBytes < 0 || d.CapacityBytes < 0 {
+			errs = append(errs, fmt.Errorf("%s: bandwidth_bytes %v and capacity_bytes %d must not be negative", f, d.BandwidthBytes, d.CapacityBytes))
+		}
+	}
+	return errs
+}
+
+func (c *FilesConfig) validate(prefix string) error {
+	errs := validateDevices(prefix+"exports.", c.Exports, true)
+	if len(c.LayoutCommand) == 0 || c.LayoutCommand[0] == "" {
+		errs = append(errs, fmt.Errorf("%slayout_command: must name the layout hook (docs/actions.md)", prefix))
+	}
+	if c.HookTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("%shook_timeout: %s must be positive", prefix, time.Duration(c.HookTimeout)))
+	}
+	if c.BufferBytes < 4096 {
+		errs = append(errs, fmt.Errorf("%sbuffer_bytes: %d is below the minimum of 4096", prefix, c.BufferBytes))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *ExecConfig) validate(prefix string) error {
+	errs := validateDevices(prefix+"devices.", c.Devices, false)
+	for _, s := range ExecSteps {
+		if len(c.Commands[s]) == 0 {
+			errs = append(errs, fmt.Errorf("%scommands.%s: must give a command", prefix, s))
+		}
+	}
+	for step, argv := range c.Commands {
+		known := step == "state"
+		for _, s := range ExecSteps {
+			known = known || s == step
+		}
+		if !known {
+			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state)", prefix, step, strings.Join(ExecSteps, ", ")))
+			continue
+		}
+		for i, a := range argv {
+			if _, err := template.New("").Option("missingkey=error").Parse(a); err != nil {
+				errs = append(errs, fmt.Errorf("%scommands.%s[%d]: %q: %w", prefix, step, i, a, err))
+			}
+		}
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("%stimeout: %s must be positive", prefix, time.Duration(c.Timeout)))
+	}
+	return errors.Join(errs...)
+}

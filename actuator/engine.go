@@ -1,0 +1,682 @@
+// Package actuator is every side effect ballast has on the cluster: the
+// remediation engine (load-aware rebalancing, evacuation of at-risk drives,
+// spare promotion) and the mover contract that drivers implement.
+//
+// The engine is a pipeline actuator made of level-based reconcilers. Each
+// tick it folds the tick's findings and the LAYOUTSTATS stripe heat into
+// its view, plans (findings are inputs to planning, never commands), and
+// reconciles every open action by key: it re-reads what the mover reports
+// (the file's layout and generation), compares it with what the action
+// wants, takes the smallest idempotent step, journals it, and requeues with
+// backoff. Modes (off, dry-run, approve, auto), budgets and guards decide
+// whether a step may be taken; every refusal names the guard. The journal
+// (bbolt, beside the findings) makes a crash resume or abort each move,
+// never repeat a finished step and never lose one.
+//
+// The engine is generic over action kinds: plans are actions whose
+// children do the work (stripe moves here; read-ahead changes later), and
+// modes, budgets, the journal, verification and the reconcile loop do not
+// care which.
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/ballast-io/ballast/actuator/plan"
+	"github.com/ballast-io/ballast/models"
+)
+
+// Journal is where actions are kept durably (storage.Journal): one call
+// is one transaction.
+type Journal interface {
+	PutActions(as []models.Action) error
+}
+
+// Appender receives the ballast_action_* series (storage.Appender).
+type Appender interface {
+	Append(ctx context.Context, samples []models.Sample) error
+}
+
+// MeasureFunc evaluates a query that yields one number at an instant (the
+// store's query engine); ok is false when the query returned nothing.
+type MeasureFunc func(ctx context.Context, expr string, at time.Time) (v float64, ok bool, err error)
+
+// Rebalancer plans stripe moves for hot pools. ballast's own is
+// plan.Rebalance; eval swaps in the baselines it is scored against.
+type Rebalancer interface {
+	Name() string
+	// AllStripes asks for every device's stripes in the snapshot, not only
+	// the hot devices'.
+	AllStripes() bool
+	Rebalance(in *plan.Input, opts plan.Options) plan.Result
+}
+
+type loadAware struct{}
+
+func (loadAware) Name() string     { return "ballast" }
+func (loadAware) AllStripes() bool { return false }
+func (loadAware) Rebalance(in *plan.Input, opts plan.Options) plan.Result {
+	return plan.Rebalance(in, opts)
+}
+
+// staleFinding is how long a finding stays active without being reported
+// again: longer than any stage's cadence (drive health runs every minute).
+const staleFinding = 15 * time.Minute
+
+// Gate is the leadership check of an HA pair (cluster/ha.Gate).
+type Gate interface {
+	Leading() (epoch uint64, ok bool)
+}
+
+// confirmer is a Gate that can confirm leadership with the coordinator
+// itself (cluster/ha.Confirmer).
+type confirmer interface {
+	Confirm(ctx context.Context, epoch uint64) error
+}
+
+type solo struct{}
+
+func (solo) Leading() (uint64, bool) { return 0, true }
+
+// Options configure an Engine.
+type Options struct {
+	Config Config
+	// Mover carries moves out; nil means none (plans are proposals only and
+	// every kind runs in dry-run).
+	Mover   Mover
+	Journal Journal
+	// Load returns the journaled actions at Start.
+	Load func() ([]models.Action, error)
+	// Measure reads the numbers verification compares; nil leaves effects
+	// unknown.
+	Measure  MeasureFunc
+	Appender Appender
+	// Inline runs every step inside Reconcile, in a fixed order: a
+	// simulated clock needs it (no step may race the clock). Otherwise
+	// steps run on workers, one per key at a time.
+	Inline bool
+	// Gate says whether this mds leads (an HA pair: only the leader plans
+	// or takes a step) and its epoch, the fencing token every Commit
+	// carries; nil always leads at epoch 0. A gate that also has
+	// Confirm(ctx, epoch) error is asked right before each commit.
+	Gate Gate
+	// Clock is the time steps on workers happen at; nil is the wall clock
+	// (tests of the worker path give the simulated one).
+	Clock func() time.Time
+	// Rebalancer replaces the load-aware planner (eval's baselines only).
+	Rebalancer Rebalancer
+	// Namer names a device id as operators do, when it knows better than
+	// the mover (the mds's device table); "" falls back to the mover's name.
+	Namer   func(deviceID string) string
+	Metrics *metrics.Set
+	Logger  *slog.Logger
+}
+
+// Engine plans and carries out remediation. New starts nothing; Start
+// loads the journal; Reconcile is called by the pipeline every tick.
+type Engine struct {
+	cfg   Config
+	opts  Options
+	mover Mover
+	caps  Capabilities
+	reb   Rebalancer
+	log   *slog.Logger
+	heat  *heatModel
+	met   *engineMetrics
+
+	mu       sync.Mutex
+	started  bool
+	acts     map[string]*models.Action
+	kids     map[string][]string  // plan id → move ids, in plan order
+	due      map[string]time.Time // next reconcile time per open action
+	inflight map[string]bool      // keys a worker is reconciling
+	findings map[string]models.Finding
+	ended    map[string]time.Time // subject key → end of its last action
+	devs     map[string]Device    // last device table, by id
+	width    map[string]int       // widest layout seen per pool (components)
+	mirrors  map[string]int       // most mirrors seen per pool
+	nextPlan time.Time
+	now      time.Time
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// pending holds the states journaled at the end of an inline tick.
+	pending []models.Action
+}
+
+// New returns an engine for opts; it starts nothing.
+func New(opts Options) (*Engine, error) {
+	if err := opts.Config.Validate("actuators."); err != nil {
+		return nil, err
+	}
+	if opts.Journal == nil {
+		return nil, errors.New("actuator engine needs a journal")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewSet()
+	}
+	e := &Engine{cfg: opts.Config, opts: opts, mover: opts.Mover, log: opts.Logger, reb: opts.Rebalancer,
+		heat: newHeatModel(time.Duration(opts.Config.Rebalance.HeatHalfLife)), met: newEngineMetrics(opts.Metrics)}
+	if e.mover == nil {
+		e.mover = noMover{}
+	}
+	if e.reb == nil {
+		e.reb = loadAware{}
+	}
+	if e.opts.Gate == nil {
+		e.opts.Gate = solo{}
+	}
+	e.caps = e.mover.Capabilities()
+	return e, nil
+}
+
+// Name implements pipeline.Actuator.
+func (e *Engine) Name() string { return "actions" }
+
+// Capabilities returns the driver's capabilities.
+func (e *Engine) Capabilities() Capabilities { return e.caps }
+
+// ObserveStripes takes the LAYOUTSTATS stripe deltas (subscribe it to the
+// mds's StripeHub).
+func (e *Engine) ObserveStripes(ds []models.StripeDelta) { e.heat.observe(ds) }
+
+// Start loads the journal: open actions resume where their journal says.
+// Idempotent.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return nil
+	}
+	e.acts, e.kids, e.due = map[string]*models.Action{}, map[string][]string{}, map[string]time.Time{}
+	e.inflight, e.findings, e.ended = map[string]bool{}, map[string]models.Finding{}, map[string]time.Time{}
+	e.devs, e.width, e.mirrors = map[string]Device{}, map[string]int{}, map[string]int{}
+	if e.opts.Load != nil {
+		as, err := e.opts.Load()
+		if err != nil {
+			return fmt.Errorf("cannot load the actions journal: %w", err)
+		}
+		for i := range as {
+			e.index(&as[i])
+		}
+		for _, a := range e.acts {
+			if a.State.Terminal() {
+				if a.Parent == "" {
+					e.noteEnded(a)
+				}
+			} else {
+				e.due[a.ID] = time.Time{}
+			}
+		}
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.started = true
+	return nil
+}
+
+// Stop cancels running steps and waits for the workers, at most until ctx
+// ends. A step cut short is repeated after the next start. Idempotent.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return nil
+	}
+	e.started = false
+	e.cancel()
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cannot stop the actions engine: steps still running: %w", ctx.Err())
+	}
+}
+
+// index adds a (a copy) to the table.
+func (e *Engine) index(a *models.Action) {
+	c := *a
+	if _, ok := e.acts[c.ID]; !ok && c.Parent != "" {
+		e.kids[c.Parent] = append(e.kids[c.Parent], c.ID)
+	}
+	e.acts[c.ID] = &c
+}
+
+// subjectKey is what cooldowns and "one open plan per subject" are keyed
+// by: the plan kind family and the subject.
+func subjectKey(a *models.Action) string {
+	fam := string(a.Kind)
+	if a.Kind == models.ActionPromoteSpare {
+		fam = string(models.ActionEvacuateDevice)
+	}
+	return fam + "|" + a.Subject.String()
+}
+
+func (e *Engine) noteEnded(a *models.Action) {
+	t := a.Finished
+	if t.IsZero() {
+		t = a.Updated
+	}
+	if k := subjectKey(a); t.After(e.ended[k]) {
+		e.ended[k] = t
+	}
+}
+
+// save journals as and, once they are durable, puts them in the table.
+// Nothing is carried out for an action whose state could not be journaled.
+//
+// Inline (a simulated clock, the twin driver) the states of one tick are
+// journaled together when the tick ends: the twin lives in the same
+// process, so no side effect outlives a crash that loses them, and a
+// simulated clock ticks faster than a disk syncs. On workers every save is
+// one durable transaction before the step's side effect.
+func (e *Engine) save(as ...*models.Action) error {
+	vs := make([]models.Action, len(as))
+	for i, a := range as {
+		vs[i] = *a
+	}
+	if e.opts.Inline {
+		e.mu.Lock()
+		e.pending = append(e.pending, vs...)
+		for i := range vs {
+			e.index(&vs[i])
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	if err := e.opts.Journal.PutActions(vs); err != nil {
+		return fmt.Errorf("cannot journal actions: %w", err)
+	}
+	e.mu.Lock()
+	for i := range vs {
+		e.index(&vs[i])
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// flush journals what an inline tick saved, the latest state of each
+// action once.
+func (e *Engine) flush() error {
+	e.mu.Lock()
+	p := e.pending
+	e.pending = nil
+	e.mu.Unlock()
+	if len(p) == 0 {
+		return nil
+	}
+	last := map[string]int{}
+	for i := range p {
+		last[p[i].ID] = i
+	}
+	out := make([]models.Action, 0, len(last))
+	for i := range p {
+		if last[p[i].ID] == i {
+			out = append(out, p[i])
+		}
+	}
+	if err := e.opts.Journal.PutActions(out); err != nil {
+		return fmt.Errorf("cannot journal actions: %w", err)
+	}
+	return nil
+}
+
+// get returns a copy of the action with id.
+func (e *Engine) get(id string) (models.Action, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.acts[id]
+	if !ok {
+		return models.Action{}, false
+	}
+	return *a, true
+}
+
+// Reconcile implements pipeline.Actuator: fold in the tick's findings and
+// heat, plan when due, then reconcile every open action.
+func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Finding) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return errors.New("actions engine is not started")
+	}
+	e.now = now
+	for _, f := range fs {
+		if f.Active() {
+			e.findings[f.ID] = f
+		} else {
+			delete(e.findings, f.ID)
+		}
+	}
+	// A finding no stage has reported for a while is over even if its end
+	// never arrived (a stage restarted, a source went away).
+	for id, f := range e.findings {
+		if now.Sub(f.LastSeen) > staleFinding {
+			delete(e.findings, id)
+		}
+	}
+	planDue := !now.Before(e.nextPlan)
+	if planDue {
+		e.nextPlan = now.Add(time.Duration(e.cfg.PlanEvery))
+	}
+	e.mu.Unlock()
+	e.heat.fold(now)
+	if _, lead := e.opts.Gate.Leading(); !lead {
+		// a follower watches (findings, heat, series) but never acts
+		return e.publish(ctx, now)
+	}
+
+	var errs []error
+	if planDue {
+		if err := e.plan(ctx, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, e.reconcileAll(ctx, now))
+	errs = append(errs, e.flush())
+	errs = append(errs, e.publish(ctx, now))
+	return errors.Join(errs...)
+}
+
+// openIDs returns the ids of open actions due at now: plans first (in
+// creation order), then moves (in their plan's order).
+func (e *Engine) openIDs(now time.Time) (plans, moves []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ps []*models.Action
+	for id, t := range e.due {
+		a := e.acts[id]
+		if a == nil || a.State.Terminal() {
+			delete(e.due, id)
+			continue
+		}
+		if a.Parent == "" && !t.After(now) {
+			ps = append(ps, a)
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool {
+		if !ps[i].Created.Equal(ps[j].Created) {
+			return ps[i].Created.Before(ps[j].Created)
+		}
+		return ps[i].ID < ps[j].ID
+	})
+	for _, p := range ps {
+		plans = append(plans, p.ID)
+	}
+	// moves of every open plan, in plan order
+	var all []*models.Action
+	for id := range e.due {
+		if a := e.acts[id]; a != nil && a.Parent == "" {
+			all = append(all, a)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].Created.Equal(all[j].Created) {
+			return all[i].Created.Before(all[j].Created)
+		}
+		return all[i].ID < all[j].ID
+	})
+	for _, p := range all {
+		for _, k := range e.kids[p.ID] {
+			if a := e.acts[k]; a != nil && !a.State.Terminal() && !e.due[k].After(now) && !e.inflight[k] {
+				moves = append(moves, k)
+			}
+		}
+	}
+	return plans, moves
+}
+
+// requeue schedules the next reconcile of id.
+func (e *Engine) requeue(id string, at time.Time) {
+	e.mu.Lock()
+	e.due[id] = at
+	e.mu.Unlock()
+}
+
+// backoff is the delay before retry n (1-based) of a failing step.
+func (e *Engine) backoff(n int) time.Duration {
+	d := time.Duration(e.cfg.Move.Backoff)
+	for i := 1; i < n && d < time.Duration(e.cfg.Move.MaxBackoff); i++ {
+		d *= 2
+	}
+	return min(d, time.Duration(e.cfg.Move.MaxBackoff))
+}
+
+// reconcileAll runs every due plan, then every due move: inline in order,
+// or on workers (one per key).
+func (e *Engine) reconcileAll(ctx context.Context, now time.Time) error {
+	plans, _ := e.openIDs(now)
+	var errs []error
+	for _, id := range plans {
+		if err := e.reconcilePlan(ctx, now, id); err != nil {
+			errs = append(errs, fmt.Errorf("action %s: %w", id, err))
+		}
+	}
+	_, moves := e.openIDs(now)
+	g := e.newGuards(now)
+	for _, id := range moves {
+		a, ok := e.get(id)
+		if !ok {
+			continue
+		}
+		if a.Move != nil && a.Move.Phase == models.PhasePending && a.State != models.ActionRunning {
+			p, _ := e.get(a.Parent)
+			if p.State != models.ActionRunning || cancelRequested(&p) {
+				if cancelRequested(&p) {
+					e.run(ctx, now, id) // abort what never started
+				}
+				continue
+			}
+			if why, guard := g.admit(&a, &p); guard != "" {
+				e.block(&a, guard, why)
+				continue
+			}
+		}
+		e.run(ctx, now, id)
+	}
+	if e.opts.Inline {
+		return errors.Join(errs...)
+	}
+	return errors.Join(errs...)
+}
+
+// run reconciles one move: inline, or on a worker with the key held.
+func (e *Engine) run(ctx context.Context, now time.Time, id string) {
+	if e.opts.Inline {
+		e.reconcileMove(ctx, now, id)
+		return
+	}
+	e.mu.Lock()
+	if e.inflight[id] || !e.started {
+		e.mu.Unlock()
+		return
+	}
+	e.inflight[id] = true
+	wctx := e.ctx
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.inflight, id)
+			e.mu.Unlock()
+		}()
+		e.reconcileMove(wctx, e.clock(time.Time{}), id)
+	}()
+}
+
+// block records that a guard holds a back; the journal learns of it when
+// the guard changes (not every tick).
+func (e *Engine) block(a *models.Action, guard, why string) {
+	e.met.refused(guard)
+	msg := guard + ": " + why
+	if a.Blocked == msg {
+		return
+	}
+	prev := a.Blocked
+	a.Blocked = msg
+	if guardOf(prev) != guard {
+		a.Updated = e.now
+		if err := e.save(a); err != nil {
+			e.log.Warn("cannot journal a guard refusal", "action", a.ID, "err", err)
+		}
+		return
+	}
+	e.mu.Lock()
+	if x := e.acts[a.ID]; x != nil {
+		x.Blocked = msg
+	}
+	e.mu.Unlock()
+}
+
+func guardOf(blocked string) string {
+	for i := 0; i < len(blocked); i++ {
+		if blocked[i] == ':' {
+			return blocked[:i]
+		}
+	}
+	return blocked
+}
+
+func cancelRequested(a *models.Action) bool {
+	return a.Decision != nil && a.Decision.Verb == "cancel"
+}
+
+// ErrConflict is returned by Decide when the action is not in a state the
+// verb applies to.
+var ErrConflict = errors.New("conflict")
+
+// ErrUnknown is returned by Decide and Get for an unknown action.
+var ErrUnknown = errors.New("no such action")
+
+// Decide applies an operator's verb (approve, reject, cancel) to a plan.
+// Approve and reject apply to a plan awaiting approval; cancel to any open
+// plan (moves not yet committed are aborted; committed ones are cleaned up
+// as usual, since their layout already switched).
+func (e *Engine) Decide(id, verb, by, reason string, now time.Time) (models.Action, error) {
+	e.mu.Lock()
+	a, ok := e.acts[id]
+	if !ok {
+		e.mu.Unlock()
+		return models.Action{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	}
+	c := *a
+	e.mu.Unlock()
+	if c.Parent != "" {
+		return c, fmt.Errorf("%w: %s is a step of plan %s; %s the plan", ErrConflict, id, c.Parent, verb)
+	}
+	if c.State.Terminal() {
+		return c, fmt.Errorf("%w: %s is already %s", ErrConflict, id, c.State)
+	}
+	d := &models.ActionDecision{Verb: verb, By: by, At: now, Reason: reason}
+	switch verb {
+	case "approve":
+		if c.State != models.ActionAwaitingApproval {
+			if c.DryRun {
+				return c, fmt.Errorf("%w: %s is a dry-run proposal; it is never carried out (set actuators.modes.%s to approve or auto)", ErrConflict, id, c.Kind)
+			}
+			return c, fmt.Errorf("%w: %s is %s, not awaiting approval", ErrConflict, id, c.State)
+		}
+		c.State = models.ActionApproved
+		c.Blocked = ""
+	case "reject":
+		if c.State != models.ActionAwaitingApproval && c.State != models.ActionProposed {
+			return c, fmt.Errorf("%w: %s is %s; cancel it instead", ErrConflict, id, c.State)
+		}
+		c.State = models.ActionRejected
+		c.Finished = now
+	case "cancel":
+		if cancelRequested(&c) {
+			return c, nil
+		}
+		if c.State == models.ActionProposed || c.State == models.ActionAwaitingApproval || c.State == models.ActionApproved {
+			c.State = models.ActionCancelled
+			c.Finished = now
+		}
+	default:
+		return c, fmt.Errorf("unknown verb %q: want approve, reject or cancel", verb)
+	}
+	c.Decision = d
+	c.Updated = now
+	as := []*models.Action{&c}
+	if c.State.Terminal() {
+		as = append(as, e.closeKids(&c, c.State, "plan "+string(c.State))...)
+	}
+	if err := e.save(as...); err != nil {
+		return c, err
+	}
+	if err := e.flush(); err != nil {
+		return c, err
+	}
+	if c.State.Terminal() {
+		e.mu.Lock()
+		e.noteEnded(&c)
+		e.mu.Unlock()
+	}
+	e.requeue(id, time.Time{})
+	return c, nil
+}
+
+// closeKids ends the children of p that never started, returning them for
+// the caller to journal with p.
+func (e *Engine) closeKids(p *models.Action, st models.ActionState, why string) []*models.Action {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*models.Action
+	for _, k := range e.kids[p.ID] {
+		a := e.acts[k]
+		if a == nil || a.State.Terminal() || (a.Move != nil && a.Move.Phase != models.PhasePending) {
+			continue
+		}
+		c := *a
+		c.State = st
+		if st == models.ActionRejected {
+			c.State = models.ActionCancelled
+		}
+		c.Reason = why
+		c.Updated, c.Finished = p.Updated, p.Updated
+		if c.Move != nil {
+			m := *c.Move
+			m.Phase = models.PhaseAborted
+			c.Move = &m
+		}
+		out = append(out, &c)
+	}
+	return out
+}
+
+// List returns the actions in the engine's table that pass keep, ordered
+// by creation (the journal holds older history).
+func (e *Engine) List(keep func(*models.Action) bool) []models.Action {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []models.Action
+	for _, a := range e.acts {
+		if keep == nil || keep(a) {
+			out = append(out, *a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}

@@ -1,0 +1,618 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
+)
+
+// hotCluster lays out 12 one-component files on d0 at 50 B/s each and 6 on
+// each other device at 30 B/s: d0 carries 600 of 1140 B/s, mean 285.
+// With target 1.2 (342) d0 must shed 258 B/s: 6 stripes of 50, and the
+// three cool devices can take 3 each without passing 342.
+func hotCluster() (*memMover, map[[2]string]float64) {
+	m := cluster4()
+	heat := map[[2]string]float64{}
+	for i := range 12 {
+		n := fmt.Sprintf("a%02d", i)
+		m.addFile(n, 100, "d0")
+		heat[[2]string{"d0", "fh-" + n + "-0"}] = 50
+	}
+	for d := 1; d < 4; d++ {
+		for i := range 6 {
+			n := fmt.Sprintf("f%d-%d", d, i)
+			dev := fmt.Sprintf("d%d", d)
+			m.addFile(n, 100, dev)
+			heat[[2]string{dev, "fh-" + n + "-0"}] = 30
+		}
+	}
+	return m, heat
+}
+
+func rebalanceConfig(mode models.ActionMode) Config {
+	c := testConfig(mode)
+	c.Rebalance.TargetMaxMean = 1.2
+	return c
+}
+
+// runFor ticks n times with the heat and the finding.
+func (r *rig) runFor(n int, heat map[[2]string]float64, fs ...models.Finding) {
+	for range n {
+		r.heat(heat)
+		r.tick(fs...)
+	}
+}
+
+func TestEngineAutoRebalances(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	r.runFor(20, heat, hot)
+	ps := r.plans()
+	if len(ps) != 1 {
+		t.Fatalf("got %d plans; want 1: %+v", len(ps), ps)
+	}
+	p := ps[0]
+	if p.Kind != models.ActionRebalance || p.State != models.ActionSucceeded {
+		t.Fatalf("plan %s is %s %s (%s); want a succeeded rebalance", p.ID, p.Kind, p.State, p.Reason)
+	}
+	if p.Plan.Moves != 6 || p.Plan.Bytes != 600 || p.Plan.LowerBoundBytes != 600 {
+		t.Errorf("plan: %d moves, %d bytes, lower bound %d; want 6 moves of 600 bytes, bound 600", p.Plan.Moves, p.Plan.Bytes, p.Plan.LowerBoundBytes)
+	}
+	if p.Progress.MovesDone != 6 || p.Progress.BytesMoved != 600 {
+		t.Errorf("progress %+v; want 6 moves done, 600 bytes", p.Progress)
+	}
+	if p.Plan.MaxMeanPredicted > 1.2 {
+		t.Errorf("predicted max/mean %.3f; want ≤ 1.2", p.Plan.MaxMeanPredicted)
+	}
+	onD0 := 0
+	for name, l := range m.layouts {
+		dev := l.Mirrors[0][0].Device
+		if dev == "d0" {
+			onD0++
+		}
+		if string(m.data[m.key(dev, name, 0, 0)]) != fmt.Sprintf("%s/0/100", name) {
+			t.Errorf("%s on %s holds %q; want its original bytes", name, dev, m.data[m.key(dev, name, 0, 0)])
+		}
+	}
+	if onD0 != 6 {
+		t.Errorf("%d files left on d0; want 6", onD0)
+	}
+	if len(m.data) != len(m.layouts) {
+		t.Errorf("%d copies for %d files; want no copy left behind", len(m.data), len(m.layouts))
+	}
+	for k, n := range m.commits {
+		if n != 1 {
+			t.Errorf("commit %s happened %d times; want once", k, n)
+		}
+	}
+	for _, mv := range r.moves() {
+		if mv.State != models.ActionSucceeded || mv.Move.Phase != models.PhaseCleaned || !strings.HasPrefix(mv.Move.Checksum, "sha256:") {
+			t.Errorf("move %s: %s, phase %s, checksum %q; want succeeded, cleaned, a sha256", mv.ID, mv.State, mv.Move.Phase, mv.Move.Checksum)
+		}
+	}
+}
+
+func TestEngineDryRunChangesNothing(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeDryRun), "")
+	hot := hotspot("d0", t0)
+	r.runFor(30, heat, hot)
+	if n := m.mutations(); n != 0 {
+		t.Errorf("dry-run called the mover's mutating methods %d times (%v); want 0", n, m.calls)
+	}
+	ps := r.plans()
+	if len(ps) != 1 || ps[0].State != models.ActionProposed || !ps[0].DryRun || ps[0].Plan.Moves != 6 {
+		t.Fatalf("got %+v; want one dry-run proposal of 6 moves", ps)
+	}
+	if _, err := r.e.Decide(ps[0].ID, "approve", "op", "", r.now); !errors.Is(err, ErrConflict) {
+		t.Errorf("approving a dry-run: got %v; want a conflict", err)
+	}
+	// the hot spot ends: the proposal is withdrawn
+	hot.End = r.now
+	r.runFor(3, heat, hot)
+	ps = r.plans()
+	if ps[0].State != models.ActionCancelled || !strings.Contains(ps[0].Reason, "no longer needed") {
+		t.Errorf("after the finding ended: %s (%s); want cancelled as no longer needed", ps[0].State, ps[0].Reason)
+	}
+	if n := m.mutations(); n != 0 {
+		t.Errorf("dry-run mutated %d times; want 0", n)
+	}
+}
+
+func TestEngineApproveWaitsForAnOperator(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeApprove), "")
+	hot := hotspot("d0", t0)
+	r.runFor(20, heat, hot)
+	ps := r.plans()
+	if len(ps) != 1 || ps[0].State != models.ActionAwaitingApproval {
+		t.Fatalf("got %+v; want one plan awaiting approval", ps)
+	}
+	if n := m.mutations(); n != 0 {
+		t.Fatalf("before approval the mover was called %d times; want 0", n)
+	}
+	if _, err := r.e.Decide("nope", "approve", "op", "", r.now); !errors.Is(err, ErrUnknown) {
+		t.Errorf("approve unknown: got %v; want ErrUnknown", err)
+	}
+	a, err := r.e.Decide(ps[0].ID, "approve", "alice", "looks right", r.now)
+	if err != nil || a.State != models.ActionApproved || a.Decision.By != "alice" {
+		t.Fatalf("approve: got %+v, %v", a, err)
+	}
+	if _, err := r.e.Decide(ps[0].ID, "approve", "alice", "", r.now); !errors.Is(err, ErrConflict) {
+		t.Errorf("approving twice: got %v; want a conflict", err)
+	}
+	r.runFor(20, heat, hot)
+	if p := r.plans()[0]; p.State != models.ActionSucceeded || p.Progress.MovesDone != 6 {
+		t.Errorf("after approval: %s, %+v; want succeeded with 6 moves", p.State, p.Progress)
+	}
+}
+
+func TestEngineRejectAndCancel(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeApprove), "")
+	hot := hotspot("d0", t0)
+	r.runFor(3, heat, hot)
+	p := r.plans()[0]
+	if _, err := r.e.Decide(p.ID, "reject", "bob", "not now", r.now); err != nil {
+		t.Fatal(err)
+	}
+	r.runFor(3, heat, hot)
+	for _, mv := range r.moves() {
+		if mv.State != models.ActionCancelled {
+			t.Errorf("move %s of a rejected plan is %s; want cancelled", mv.ID, mv.State)
+		}
+	}
+	if p := r.plans()[0]; p.State != models.ActionRejected {
+		t.Errorf("plan is %s; want rejected", p.State)
+	}
+	if m.mutations() != 0 {
+		t.Errorf("a rejected plan called the mover")
+	}
+
+	// cancel a running plan with slow copies: started copies are aborted
+	m2, heat2 := hotCluster()
+	m2.copyPolls = 100
+	r2 := newRig(t, m2, rebalanceConfig(models.ModeAuto), "")
+	r2.runFor(5, heat2, hotspot("d0", t0))
+	p2 := r2.plans()[0]
+	if p2.State != models.ActionRunning {
+		t.Fatalf("plan is %s; want running", p2.State)
+	}
+	if _, err := r2.e.Decide(p2.ID, "cancel", "bob", "maintenance", r2.now); err != nil {
+		t.Fatal(err)
+	}
+	r2.runFor(5, heat2, hotspot("d0", t0))
+	if p := r2.plans()[0]; p.State != models.ActionCancelled {
+		t.Errorf("plan is %s; want cancelled", p.State)
+	}
+	for name, l := range m2.layouts {
+		if strings.HasPrefix(name, "a") && l.Mirrors[0][0].Device != "d0" {
+			t.Errorf("%s moved to %s although the plan was cancelled before any commit", name, l.Mirrors[0][0].Device)
+		}
+	}
+	if len(m2.data) != len(m2.layouts) {
+		t.Errorf("%d copies for %d files after the cancel; want the new copies removed", len(m2.data), len(m2.layouts))
+	}
+}
+
+func TestEngineGuardConcurrency(t *testing.T) {
+	m, heat := hotCluster()
+	m.copyPolls = 3
+	c := rebalanceConfig(models.ModeAuto)
+	c.Budgets.MaxConcurrentMoves = 2
+	r := newRig(t, m, c, "")
+	hot := hotspot("d0", t0)
+	sawBlock := false
+	for range 40 {
+		r.runFor(1, heat, hot)
+		running := 0
+		for _, mv := range r.moves() {
+			if ph := mv.Move.Phase; mv.State == models.ActionRunning && (ph == models.PhaseCopying || ph == models.PhaseCopied || ph == models.PhaseVerified) {
+				running++
+			}
+			sawBlock = sawBlock || strings.HasPrefix(mv.Blocked, GuardConcurrency+":")
+		}
+		if running > 2 {
+			t.Fatalf("at %s %d copies run; want at most max_concurrent_moves 2", r.now, running)
+		}
+	}
+	if !sawBlock {
+		t.Errorf("no move was held by the concurrency guard")
+	}
+	if p := r.plans()[0]; p.State != models.ActionSucceeded {
+		t.Errorf("plan is %s; want succeeded in the end", p.State)
+	}
+}
+
+func TestEngineGuardBytesPerHour(t *testing.T) {
+	m, heat := hotCluster()
+	c := rebalanceConfig(models.ModeAuto)
+	c.Budgets.MaxBytesPerHour = 250 // two moves of 100
+	r := newRig(t, m, c, "")
+	hot := hotspot("d0", t0)
+	r.runFor(30, heat, hot)
+	started := 0
+	blocked := ""
+	for _, mv := range r.moves() {
+		if !mv.Started.IsZero() {
+			started++
+		}
+		if mv.Blocked != "" {
+			blocked = mv.Blocked
+		}
+	}
+	if started != 2 || !strings.HasPrefix(blocked, GuardBytesHour+":") {
+		t.Fatalf("started %d moves, held by %q; want 2 and the bytes_per_hour guard", started, blocked)
+	}
+	r.now = r.now.Add(time.Hour)
+	r.runFor(5, heat, hot)
+	started = 0
+	for _, mv := range r.moves() {
+		if !mv.Started.IsZero() {
+			started++
+		}
+	}
+	if started != 4 {
+		t.Errorf("an hour later %d moves started; want 4", started)
+	}
+}
+
+func TestEngineGuardDeviceAndFile(t *testing.T) {
+	g := &guards{e: &Engine{cfg: DefaultConfig()}, perDev: map[string]int{}, perDS: map[string]int{}, dsOf: map[string]string{}, files: map[string]bool{}}
+	g.e.cfg.Budgets.MaxMovesPerDevice = 1
+	mv := func(file, from, to string) *models.Action {
+		return &models.Action{ID: file, Move: &models.Move{File: file, From: from, To: to, Bytes: 1}}
+	}
+	p := &models.Action{}
+	if why, guard := g.admit(mv("f1", "d0", "d1"), p); guard != "" {
+		t.Fatalf("first move refused: %s", why)
+	}
+	if _, guard := g.admit(mv("f2", "d0", "d2"), p); guard != GuardDeviceBusy {
+		t.Errorf("second copy from d0: guard %q; want device_busy", guard)
+	}
+	if _, guard := g.admit(mv("f1", "d3", "d2"), p); guard != GuardFileBusy {
+		t.Errorf("second move of f1: guard %q; want file_busy", guard)
+	}
+}
+
+func TestEngineGuardCheckpointWindow(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	fc := models.Finding{ID: "checkpoint_forecast:client:gpu00:1", Kind: "checkpoint_forecast", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+		Severity: models.SeverityInfo, Start: t0, LastSeen: t0, Evidence: []models.Evidence{
+			{Name: "next_start", Value: float64(t0.Add(30 * time.Second).Unix())}, {Name: "next_end", Value: float64(t0.Add(10 * time.Minute).Unix())}}}
+	r.runFor(20, heat, hot, fc)
+	for _, mv := range r.moves() {
+		if !mv.Started.IsZero() {
+			t.Errorf("move %s started at %s inside the predicted checkpoint window", mv.ID, mv.Started)
+		}
+		if !strings.HasPrefix(mv.Blocked, GuardCheckpoint+":") {
+			t.Errorf("move %s held by %q; want checkpoint_window", mv.ID, mv.Blocked)
+		}
+	}
+	// an urgent evacuation is not held
+	risk := models.Finding{ID: "drive_failure_risk/device:ds1/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds1/nvme0"},
+		Severity: models.SeverityCritical, Start: r.now, LastSeen: r.now}
+	r.runFor(10, heat, hot, fc, risk)
+	urgentStarted := 0
+	for _, mv := range r.moves() {
+		if mv.Urgent && !mv.Started.IsZero() {
+			urgentStarted++
+		}
+	}
+	if urgentStarted == 0 {
+		t.Errorf("no urgent move started inside the checkpoint window; want the evacuation to go on")
+	}
+}
+
+func TestEngineEvacuatesToSpare(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, testConfig(models.ModeAuto), "")
+	risk := models.Finding{ID: "drive_failure_risk/device:ds0/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0/nvme0"},
+		Severity: models.SeverityWarning, Start: t0, LastSeen: t0, Evidence: []models.Evidence{{Name: "failure_window_from", Value: 3}}}
+	r.runFor(30, heat, risk)
+	ps := r.plans()
+	if len(ps) != 1 || ps[0].Kind != models.ActionPromoteSpare || ps[0].Params["spare"] != "sp0" {
+		t.Fatalf("got %+v; want one promote_spare onto sp0", ps)
+	}
+	p := ps[0]
+	if !p.Urgent {
+		t.Errorf("a failure predicted in 3 days is not urgent; want urgent (urgent_within 7d)")
+	}
+	if p.State != models.ActionSucceeded || p.Effect == nil || p.Effect.Verdict != models.VerdictEffective || p.Effect.After[EffectStripesLeft] != 0 {
+		t.Errorf("plan %s, effect %+v; want succeeded, effective, no stripe left", p.State, p.Effect)
+	}
+	for name, l := range m.layouts {
+		if strings.HasPrefix(name, "a") && l.Mirrors[0][0].Device != "sp0" {
+			t.Errorf("%s is on %s; want the spare", name, l.Mirrors[0][0].Device)
+		}
+	}
+	if m.devs[0].State != StateDraining || m.devs[4].State != StateOnline {
+		t.Errorf("states: d0 %s, sp0 %s; want draining and online", m.devs[0].State, m.devs[4].State)
+	}
+}
+
+func TestEngineGuardEvacuationsAndMinIn(t *testing.T) {
+	m, heat := hotCluster()
+	m.copyPolls = 50
+	m.devs = m.devs[:4] // no spare
+	c := testConfig(models.ModeAuto)
+	c.Budgets.MaxEvacuatingDevices = 1
+	c.Budgets.MaxDrainingDS = 2
+	r := newRig(t, m, c, "")
+	risk := func(dev string) models.Finding {
+		return models.Finding{ID: "drive_failure_risk/device:" + dev, Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: dev},
+			Severity: models.SeverityWarning, Start: t0, LastSeen: t0}
+	}
+	r.runFor(5, heat, risk("ds0/nvme0"), risk("ds1/nvme1"))
+	var running, held int
+	for _, p := range r.plans() {
+		switch {
+		case p.State == models.ActionRunning:
+			running++
+		case p.State == models.ActionApproved && strings.HasPrefix(p.Blocked, GuardEvacuations+":"):
+			held++
+		}
+	}
+	if running != 1 || held != 1 {
+		t.Errorf("%d evacuations running, %d held by the evacuations guard; want 1 and 1", running, held)
+	}
+
+	// a file over all four devices: evacuating one leaves three, fewer than
+	// its layout needs
+	m2 := cluster4()
+	m2.devs = m2.devs[:4]
+	m2.addFile("wide", 100, "d0", "d1", "d2", "d3")
+	r2 := newRig(t, m2, testConfig(models.ModeAuto), "")
+	r2.runFor(5, nil, risk("ds0/nvme0"))
+	p := r2.plans()[0]
+	if !strings.HasPrefix(p.Blocked, GuardMinIn+":") && p.State != models.ActionCancelled {
+		t.Errorf("plan %s held by %q (%s); want the min_in guard or no legal move", p.State, p.Blocked, p.Reason)
+	}
+	if m2.calls["copy"] != 0 {
+		t.Errorf("copied %d times; want none", m2.calls["copy"])
+	}
+}
+
+func TestEngineCooldownAndOffPeak(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	r.runFor(20, heat, hot)
+	if n := len(r.plans()); n != 1 {
+		t.Fatalf("got %d plans; want 1", n)
+	}
+	// a new hot spot on d1 within the cooldown: no new plan for the pool
+	heat2 := map[[2]string]float64{}
+	for k, v := range heat {
+		heat2[k] = v
+		if k[0] == "d1" {
+			heat2[k] = 200
+		}
+	}
+	hot.End, hot.LastSeen = r.now, r.now
+	hot2 := hotspot("d1", r.now)
+	r.runFor(10, heat2, hot, hot2)
+	if n := len(r.plans()); n != 1 {
+		t.Errorf("within the cooldown: %d plans; want still 1", n)
+	}
+	r.now = r.now.Add(10 * time.Minute)
+	r.runFor(3, heat2, hot2)
+	if n := len(r.plans()); n != 2 {
+		t.Errorf("after the cooldown: %d plans; want 2", n)
+	}
+
+	// wear-out waits for the off-peak window
+	m3, heat3 := hotCluster()
+	c := testConfig(models.ModeAuto)
+	c.Evacuate.OffPeak = "01:00-05:00"
+	r3 := newRig(t, m3, c, "")
+	wear := models.Finding{ID: "drive_wearout/device:ds1/nvme0", Kind: "drive_wearout", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds1/nvme0"},
+		Severity: models.SeverityInfo, Start: t0, LastSeen: t0}
+	r3.runFor(5, heat3, wear)
+	p := r3.plans()[0]
+	if p.Urgent || !strings.HasPrefix(p.Blocked, GuardOffPeak+":") || p.NotBefore.Hour() != 1 {
+		t.Errorf("wear-out plan: urgent %v, held by %q, not before %s; want non-urgent, held until 01:00", p.Urgent, p.Blocked, p.NotBefore)
+	}
+	if m3.calls["copy"] != 0 {
+		t.Errorf("wear-out copied before off-peak")
+	}
+	r3.now = time.Date(2026, 5, 2, 1, 0, 0, 0, time.UTC)
+	r3.runFor(20, heat3, wear)
+	if p := r3.plans()[0]; p.State != models.ActionSucceeded {
+		t.Errorf("in the off-peak window the plan is %s (%s); want succeeded", p.State, p.Blocked)
+	}
+}
+
+func TestEngineAbortsOnLayoutChange(t *testing.T) {
+	m, heat := hotCluster()
+	m.copyPolls = 20
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	r.runFor(3, heat, hot)
+	// someone else rewrites the layouts of every file being copied
+	var changed []string
+	for _, mv := range r.moves() {
+		if mv.Move.Phase == models.PhaseCopying {
+			m.mu.Lock()
+			m.layouts[mv.Move.File].Generation += 10
+			m.mu.Unlock()
+			changed = append(changed, mv.ID)
+		}
+	}
+	if len(changed) == 0 {
+		t.Fatal("no move was copying")
+	}
+	r.runFor(5, heat, hot)
+	for _, id := range changed {
+		a, _ := r.j.Action(id)
+		if a.State != models.ActionCancelled || !strings.Contains(a.Reason, "layout of") {
+			t.Errorf("move %s: %s (%s); want cancelled because the layout changed", id, a.State, a.Reason)
+		}
+		if _, ok := m.data[m.key(a.Move.To, a.Move.File, 0, 0)]; ok {
+			t.Errorf("move %s left its copy on %s; want it removed", id, a.Move.To)
+		}
+	}
+}
+
+func TestEngineVerifyMismatch(t *testing.T) {
+	m, heat := hotCluster()
+	m.corrupt = 1
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	r.runFor(30, heat, hot)
+	if p := r.plans()[0]; p.State != models.ActionSucceeded || p.Progress.MovesDone != 6 {
+		t.Errorf("one corrupt copy: plan %s %+v; want succeeded after a recopy", p.State, p.Progress)
+	}
+	if m.calls["copy"] != 7 {
+		t.Errorf("%d copies; want 7 (one redone)", m.calls["copy"])
+	}
+
+	m2, heat2 := hotCluster()
+	m2.corrupt = 1000
+	c := rebalanceConfig(models.ModeAuto)
+	c.Move.MaxAttempts = 2
+	r2 := newRig(t, m2, c, "")
+	r2.runFor(40, heat2, hot)
+	p := r2.plans()[0]
+	if p.State != models.ActionFailed {
+		t.Errorf("copies always corrupt: plan %s; want failed", p.State)
+	}
+	for _, mv := range r2.moves() {
+		if mv.State != models.ActionFailed || !strings.Contains(mv.Reason, "checksums differ") {
+			t.Errorf("move %s: %s %q; want failed on checksums", mv.ID, mv.State, mv.Reason)
+		}
+	}
+	if len(m2.data) != len(m2.layouts) {
+		t.Errorf("%d copies for %d files; want every bad copy removed", len(m2.data), len(m2.layouts))
+	}
+}
+
+func TestEngineRollsBackWhatMadeThingsWorse(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	var started time.Time
+	r.measure = func(expr string, at time.Time) (float64, bool) {
+		if !strings.Contains(expr, models.MetricGPUUtilization) {
+			return 0, false
+		}
+		for _, p := range r.plans() {
+			started = p.Started
+		}
+		if started.IsZero() || !at.After(started) {
+			return 0.9, true
+		}
+		return 0.7, true
+	}
+	hot := hotspot("d0", t0)
+	r.runFor(40, heat, hot)
+	p := r.plans()[0]
+	if p.State != models.ActionRolledBack || p.Effect.Verdict != models.VerdictWorse {
+		t.Fatalf("plan %s, verdict %v; want rolled back as worse", p.State, p.Effect)
+	}
+	for name, l := range m.layouts {
+		if strings.HasPrefix(name, "a") && l.Mirrors[0][0].Device != "d0" {
+			t.Errorf("%s is on %s after the rollback; want d0", name, l.Mirrors[0][0].Device)
+		}
+	}
+	back := 0
+	for _, mv := range r.moves() {
+		if mv.RollbackOf != "" && mv.State == models.ActionSucceeded {
+			back++
+		}
+	}
+	if back != 6 {
+		t.Errorf("%d rollback moves succeeded; want 6", back)
+	}
+}
+
+// crashJournal fails every write after the first n, as if the process
+// died: the engine must stop acting (no step without its journal entry).
+type crashJournal struct {
+	mu   sync.Mutex
+	j    *storage.Journal
+	left int
+}
+
+func (c *crashJournal) PutActions(as []models.Action) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.left <= 0 {
+		return errors.New("crashed")
+	}
+	c.left--
+	return c.j.PutActions(as)
+}
+
+// TestEngineResumesAfterCrashAtEveryStep crashes the engine (on workers,
+// each step journaled on its own) after 1, 2, … journal writes and starts a
+// new one on the same journal: every file ends on the planned device with
+// its bytes, nothing is left behind and no commit happens twice.
+func TestEngineResumesAfterCrashAtEveryStep(t *testing.T) {
+	for n := 1; n < 60; n += 3 {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			m, heat := hotCluster()
+			dir := t.TempDir()
+			c := rebalanceConfig(models.ModeAuto)
+			c.Move.Grace = 0
+			c.Verify.Window = Duration(time.Second)
+			hot := hotspot("d0", t0)
+			now := t0
+			run := func(j Journal, load func() ([]models.Action, error), ticks int) {
+				e, err := New(Options{Config: c, Mover: m, Journal: j, Load: load, Clock: func() time.Time { return now }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				for range ticks {
+					var ds []models.StripeDelta
+					for k, v := range heat {
+						ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
+					}
+					e.ObserveStripes(ds)
+					e.Reconcile(context.Background(), now, []models.Finding{hot})
+					e.wg.Wait()
+					now = now.Add(10 * time.Second)
+				}
+				e.Stop(context.Background())
+			}
+			sj, err := storage.OpenJournal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			load := func() ([]models.Action, error) { return sj.Actions(storage.ActionFilter{}) }
+			run(&crashJournal{j: sj, left: n}, load, 6)
+			run(sj, load, 12)
+			as, _ := sj.Actions(storage.ActionFilter{Plans: true})
+			sj.Close()
+			if len(as) != 1 || as[0].State != models.ActionSucceeded {
+				t.Fatalf("after the restart: %+v; want one succeeded plan", as)
+			}
+			for name, l := range m.layouts {
+				dev := l.Mirrors[0][0].Device
+				if string(m.data[m.key(dev, name, 0, 0)]) != fmt.Sprintf("%s/0/100", name) {
+					t.Errorf("%s on %s holds %q; want its bytes", name, dev, m.data[m.key(dev, name, 0, 0)])
+				}
+			}
+			if len(m.data) != len(m.layouts) {
+				t.Errorf("%d copies for %d files; want none left behind", len(m.data), len(m.layouts))
+			}
+			for k, c := range m.commits {
+				if c != 1 {
+					t.Errorf("%s committed %d times; want once", k, c)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,249 @@
+package actuator
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// Guard names, as refusals report them ("<guard>: <why>") and
+// ballast_action_guard_refusals_total counts them.
+const (
+	GuardConcurrency = "concurrency"       // budgets.max_concurrent_moves
+	GuardBytesHour   = "bytes_per_hour"    // budgets.max_bytes_per_hour
+	GuardDeviceBusy  = "device_busy"       // budgets.max_moves_per_device
+	GuardFileBusy    = "file_busy"         // another move of the same file is under way
+	GuardCheckpoint  = "checkpoint_window" // a predicted checkpoint burst (not for urgent actions)
+	GuardEvacuations = "evacuations"       // budgets.max_evacuating_devices / max_draining_ds
+	GuardMinIn       = "min_in"            // never fewer devices or DSs than the widest layout needs
+	GuardOffPeak     = "off_peak"          // evacuate.off_peak
+	GuardCooldown    = "cooldown"          // budgets.cooldown
+)
+
+// guards is the budget state of one tick: what is running and what was
+// started in the last hour, updated as moves are admitted.
+type guards struct {
+	e        *Engine
+	now      time.Time
+	running  int
+	perDev   map[string]int
+	perDS    map[string]int
+	lastHour int64
+	windows  []window
+	dsOf     map[string]string // device → DS, a snapshot
+	files    map[string]bool   // files with a move under way
+}
+
+type window struct {
+	from, to time.Time
+	subject  string
+}
+
+func (e *Engine) newGuards(now time.Time) *guards {
+	g := &guards{e: e, now: now, perDev: map[string]int{}, perDS: map[string]int{}, dsOf: map[string]string{}, files: map[string]bool{}}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, d := range e.devs {
+		g.dsOf[id] = d.DS
+	}
+	for _, a := range e.acts {
+		if a.Move == nil {
+			continue
+		}
+		ph := a.Move.Phase
+		if a.State == models.ActionRunning && (ph == models.PhaseCopying || ph == models.PhaseCopied || ph == models.PhaseVerified) || e.inflight[a.ID] && ph == models.PhasePending {
+			g.take(a.Move)
+		}
+		if a.State == models.ActionRunning && ph != models.PhaseCleaned && ph != models.PhaseAborted || e.inflight[a.ID] {
+			g.files[a.Move.File] = true
+		}
+		if !a.Started.IsZero() && now.Sub(a.Started) < time.Hour {
+			g.lastHour += a.Move.Bytes
+		}
+	}
+	margin := time.Duration(e.cfg.Budgets.CheckpointMargin)
+	for _, f := range e.findings {
+		if f.Kind != "checkpoint_forecast" {
+			continue
+		}
+		var from, to float64
+		for _, ev := range f.Evidence {
+			switch ev.Name {
+			case "next_start":
+				from = ev.Value
+			case "next_end":
+				to = ev.Value
+			}
+		}
+		if from > 0 && to >= from {
+			g.windows = append(g.windows, window{
+				from:    time.UnixMilli(int64(from * 1000)).Add(-margin),
+				to:      time.UnixMilli(int64(to * 1000)).Add(margin),
+				subject: f.Subject.String(),
+			})
+		}
+	}
+	return g
+}
+
+func (g *guards) take(m *models.Move) {
+	g.running++
+	g.perDev[m.From]++
+	g.perDev[m.To]++
+	if ds, ok := g.dsOf[m.From]; ok {
+		g.perDS[ds]++
+	}
+	if ds, ok := g.dsOf[m.To]; ok {
+		g.perDS[ds]++
+	}
+}
+
+// admit decides whether move a of plan p may start now; on refusal it
+// returns why and the guard's name. An admitted move is counted.
+func (g *guards) admit(a, p *models.Action) (string, string) {
+	b := &g.e.cfg.Budgets
+	m := a.Move
+	if g.running >= b.MaxConcurrentMoves {
+		return fmt.Sprintf("%d moves are running (max_concurrent_moves %d)", g.running, b.MaxConcurrentMoves), GuardConcurrency
+	}
+	if g.files[m.File] {
+		return fmt.Sprintf("another move of %s is under way; moves of one file go one at a time", m.File), GuardFileBusy
+	}
+	if g.lastHour+m.Bytes > b.MaxBytesPerHour {
+		return fmt.Sprintf("%d bytes of moves started in the last hour; %d more would pass max_bytes_per_hour %d", g.lastHour, m.Bytes, b.MaxBytesPerHour), GuardBytesHour
+	}
+	for _, d := range []string{m.From, m.To} {
+		if g.perDev[d] >= b.MaxMovesPerDevice {
+			return fmt.Sprintf("device %s already has %d copies (max_moves_per_device %d)", g.e.name(d), g.perDev[d], b.MaxMovesPerDevice), GuardDeviceBusy
+		}
+	}
+	if !a.Urgent {
+		dur := g.e.expectedDuration(m)
+		for _, w := range g.windows {
+			if g.now.Before(w.to) && g.now.Add(dur).After(w.from) {
+				return fmt.Sprintf("%s is predicted to checkpoint %s–%s (with checkpoint_margin); the move would take about %s", w.subject,
+					w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339), dur.Round(time.Second)), GuardCheckpoint
+			}
+		}
+	}
+	g.take(m)
+	g.files[m.File] = true
+	g.lastHour += m.Bytes
+	return "", ""
+}
+
+// rateFor is the pace of a copy: the device and DS shares of bandwidth
+// migration may take, split over the copies on each.
+func (e *Engine) rateFor(m *models.Move) float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := &e.cfg.Budgets
+	rate := math.Inf(1)
+	for _, id := range []string{m.From, m.To} {
+		d, ok := e.devs[id]
+		if !ok {
+			continue
+		}
+		if d.BandwidthBytes > 0 {
+			rate = min(rate, b.DeviceShare*d.BandwidthBytes/float64(b.MaxMovesPerDevice))
+		}
+		if d.DSBandwidthBytes > 0 {
+			rate = min(rate, b.DSShare*d.DSBandwidthBytes/float64(b.MaxConcurrentMoves))
+		}
+	}
+	if math.IsInf(rate, 1) {
+		return 0
+	}
+	return rate
+}
+
+// expectedDuration estimates how long a move keeps data moving: copy and
+// read-back at its pace (unknown pace: 1 GB/s, a conservative figure for
+// one copy stream).
+func (e *Engine) expectedDuration(m *models.Move) time.Duration {
+	r := e.rateFor(m)
+	if r <= 0 {
+		r = 1e9
+	}
+	return time.Duration(2 * float64(m.Bytes) / r * float64(time.Second))
+}
+
+// planGuard decides whether an approved plan may start: at most
+// max_evacuating_devices devices (and max_draining_ds data servers) are
+// emptied at once, and a pool never drops below the devices and data
+// servers its widest layout needs.
+func (e *Engine) planGuard(p *models.Action) (string, string) {
+	if p.Kind != models.ActionEvacuateDevice && p.Kind != models.ActionPromoteSpare {
+		return "", ""
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := &e.cfg.Budgets
+	running, ds := 0, map[string]bool{}
+	for _, a := range e.acts {
+		if a.Parent == "" && a.ID != p.ID && a.State == models.ActionRunning && (a.Kind == models.ActionEvacuateDevice || a.Kind == models.ActionPromoteSpare) {
+			running++
+			if d, ok := e.devs[a.Subject.ID]; ok {
+				ds[d.DS] = true
+			}
+		}
+	}
+	if running >= b.MaxEvacuatingDevices {
+		return GuardEvacuations, fmt.Sprintf("%d devices are being evacuated (max_evacuating_devices %d)", running, b.MaxEvacuatingDevices)
+	}
+	dev, ok := e.devs[p.Subject.ID]
+	if ok && !ds[dev.DS] && len(ds) >= b.MaxDrainingDS {
+		return GuardEvacuations, fmt.Sprintf("%d data servers have devices being evacuated (max_draining_ds %d)", len(ds), b.MaxDrainingDS)
+	}
+	if !ok || p.Kind == models.ActionPromoteSpare {
+		return "", "" // a spare takes the device's place: nothing shrinks
+	}
+	in, dss := 0, map[string]bool{}
+	for _, d := range e.devs {
+		if d.Pool == dev.Pool && d.State == StateOnline && d.ID != dev.ID {
+			in++
+			dss[d.DS] = true
+		}
+	}
+	if w := e.width[dev.Pool]; in < w {
+		return GuardMinIn, fmt.Sprintf("pool %s would keep %d devices that take data; its widest layout needs %d", dev.Pool, in, w)
+	}
+	if mr := e.mirrors[dev.Pool]; len(dss) < mr {
+		return GuardMinIn, fmt.Sprintf("pool %s would keep %d data servers; its layouts have %d mirrors, never two on one data server", dev.Pool, len(dss), mr)
+	}
+	return "", ""
+}
+
+// cooling reports whether a plan for key ended less than the cooldown ago.
+func (e *Engine) cooling(key string, now time.Time) (bool, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.ended[key]
+	if !ok {
+		return false, time.Time{}
+	}
+	until := t.Add(time.Duration(e.cfg.Budgets.Cooldown))
+	return now.Before(until), until
+}
+
+// name returns a device's name for people.
+func (e *Engine) name(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.nameOf(id)
+}
+
+// nameOf is name for callers holding e.mu.
+func (e *Engine) nameOf(id string) string {
+	if e.opts.Namer != nil {
+		if n := e.opts.Namer(id); n != "" {
+			return n
+		}
+	}
+	if d, ok := e.devs[id]; ok && d.Name != "" {
+		return d.Name
+	}
+	return id
+}

@@ -1,0 +1,153 @@
+package actuator
+
+import (
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// heatKey is one stripe as LAYOUTSTATS names it: the device and the
+// component's file handle on its data server.
+type heatKey struct{ dev, fh string }
+
+type heatEntry struct {
+	rate    float64 // bytes/s, exponentially smoothed
+	seen    time.Time
+	clients []string // clients that read or wrote it lately (at most maxHeatClients)
+}
+
+const maxHeatClients = 16
+
+// heatModel turns the StripeHub's per-stripe deltas into a smoothed load
+// per stripe (bytes/s read and written): the LAYOUTSTATS heat the planner
+// weighs stripes by. Deltas arrive between ticks; fold, once per tick,
+// folds them in with the half-life. Stripes idle for ten half-lives are
+// forgotten, so memory follows the stripes in use.
+type heatModel struct {
+	halfLife time.Duration
+
+	mu      sync.Mutex
+	pending map[heatKey]float64
+	pendCli map[heatKey][]string
+	entries map[heatKey]*heatEntry
+	last    time.Time
+}
+
+func newHeatModel(halfLife time.Duration) *heatModel {
+	return &heatModel{halfLife: halfLife, pending: map[heatKey]float64{}, pendCli: map[heatKey][]string{}, entries: map[heatKey]*heatEntry{}}
+}
+
+// observe implements the StripeHub subscription.
+func (h *heatModel) observe(ds []models.StripeDelta) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range ds {
+		d := &ds[i]
+		sec := d.Duration.Seconds()
+		if sec <= 0 || d.DeviceID == "" {
+			continue
+		}
+		k := heatKey{d.DeviceID, d.FileHandle}
+		h.pending[k] += float64(d.Read.BytesCompleted+d.Write.BytesCompleted) / sec
+		if d.Client != "" && !containsStr(h.pendCli[k], d.Client) {
+			h.pendCli[k] = append(h.pendCli[k], d.Client)
+		}
+	}
+}
+
+func containsStr(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// fold advances the smoothed rates to now with what arrived since the
+// last fold.
+func (h *heatModel) fold(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dt := 0.0
+	if !h.last.IsZero() {
+		dt = now.Sub(h.last).Seconds()
+	}
+	h.last = now
+	alpha := 1.0
+	if dt > 0 && h.halfLife > 0 {
+		alpha = 1 - math.Pow(0.5, dt/h.halfLife.Seconds())
+	}
+	for k, e := range h.entries {
+		r := h.pending[k]
+		e.rate += alpha * (r - e.rate)
+		if _, ok := h.pending[k]; ok {
+			e.seen = now
+		} else if now.Sub(e.seen) > 10*h.halfLife {
+			delete(h.entries, k)
+		}
+	}
+	for k, r := range h.pending {
+		e := h.entries[k]
+		if e == nil {
+			// a stripe seen for the first time starts at its rate: smoothing
+			// from zero would hide a new hot spot for a half-life
+			e = &heatEntry{rate: r, seen: now}
+			h.entries[k] = e
+		}
+		for _, c := range h.pendCli[k] {
+			if !containsStr(e.clients, c) {
+				if len(e.clients) >= maxHeatClients {
+					e.clients = e.clients[1:]
+				}
+				e.clients = append(e.clients, c)
+			}
+		}
+	}
+	clear(h.pending)
+	clear(h.pendCli)
+}
+
+// stripe returns the smoothed rate of one stripe and its clients.
+func (h *heatModel) stripe(dev, fh string) (float64, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.entries[heatKey{dev, fh}]; e != nil {
+		return e.rate, append([]string(nil), e.clients...)
+	}
+	return 0, nil
+}
+
+// deviceLoads sums the smoothed rates per device.
+func (h *heatModel) deviceLoads() map[string]float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]float64{}
+	for k, e := range h.entries {
+		out[k.dev] += e.rate
+	}
+	return out
+}
+
+// clientsOf returns the clients that used any stripe of dev, sorted.
+func (h *heatModel) clientsOf(dev string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := map[string]bool{}
+	for k, e := range h.entries {
+		if k.dev == dev {
+			for _, c := range e.clients {
+				set[c] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}

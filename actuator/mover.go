@@ -1,0 +1,196 @@
+package actuator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ballast-io/ballast/models"
+)
+
+// DeviceState is what a device or data server is doing.
+type DeviceState string
+
+// Device and data-server states a mover reports or sets.
+const (
+	StateOnline   DeviceState = "online"   // holds data and takes new data
+	StateDraining DeviceState = "draining" // holds data, takes none; being emptied
+	StateOffline  DeviceState = "offline"  // serves nothing
+	StateSpare    DeviceState = "spare"    // in the chassis, outside every pool
+	StateFailed   DeviceState = "failed"   // cannot be read
+)
+
+// Device is one device as the MDS knows it. ID (the pNFS device id) is the
+// key every move uses; Name is for people.
+type Device struct {
+	ID     string      `json:"id"`
+	Name   string      `json:"name"`
+	DS     string      `json:"ds"`
+	DSAddr string      `json:"ds_addr,omitempty"`
+	Pool   string      `json:"pool"`
+	State  DeviceState `json:"state"`
+	// CapacityBytes and UsedBytes size the device; used includes copies
+	// not yet cleaned up.
+	CapacityBytes int64 `json:"capacity_bytes"`
+	UsedBytes     int64 `json:"used_bytes"`
+	// BandwidthBytes is the device's own speed, bytes/s (0 unknown);
+	// DSBandwidthBytes its data server's NIC (0 unknown).
+	BandwidthBytes   float64 `json:"bandwidth_bytes,omitempty"`
+	DSBandwidthBytes float64 `json:"ds_bandwidth_bytes,omitempty"`
+}
+
+// Component is where one piece of a file lives.
+type Component struct {
+	Device string `json:"device"`
+	// Handle is the component's file handle on its data server (hex), the
+	// one LAYOUTSTATS reports carry; it joins per-stripe heat to the file.
+	Handle string `json:"handle,omitempty"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// Layout is a file's placement: mirrors × components, and the generation
+// the MDS bumps on every change.
+type Layout struct {
+	File       string        `json:"file"`
+	Generation uint64        `json:"generation"`
+	Mirrors    [][]Component `json:"mirrors"`
+}
+
+// At returns the component at (mirror, component), or false.
+func (l *Layout) At(mirror, component int) (Component, bool) {
+	if mirror < 0 || mirror >= len(l.Mirrors) || component < 0 || component >= len(l.Mirrors[mirror]) {
+		return Component{}, false
+	}
+	return l.Mirrors[mirror][component], true
+}
+
+// StripeRef is one component held by a device.
+type StripeRef struct {
+	File      string `json:"file"`
+	Mirror    int    `json:"mirror"`
+	Component int    `json:"component"`
+	Device    string `json:"device"`
+	Handle    string `json:"handle,omitempty"`
+	Bytes     int64  `json:"bytes"`
+	// Busy marks a component that cannot move now (its file is being
+	// written).
+	Busy bool `json:"busy,omitempty"`
+}
+
+// Capabilities say what a driver can do.
+type Capabilities struct {
+	Name string `json:"name"`
+	// Simulated drivers act on the cluster twin, not on a real cluster.
+	Simulated bool `json:"simulated,omitempty"`
+	// Async drivers return from Copy and Verify before the work is done;
+	// the engine polls them.
+	Async bool `json:"async,omitempty"`
+	// SetState says SetState is supported (spare promotion, draining).
+	SetState bool `json:"set_state,omitempty"`
+}
+
+// Catalog answers where things are. Read-only: a dry run only calls these.
+type Catalog interface {
+	// Devices lists every device of the MDS's device table.
+	Devices(ctx context.Context) ([]Device, error)
+	// Stripes lists the components a device holds.
+	Stripes(ctx context.Context, device string) ([]StripeRef, error)
+	// Locate returns a file's layout and generation.
+	Locate(ctx context.Context, file string) (Layout, error)
+}
+
+// CopyRequest asks for one component to be copied to its destination.
+type CopyRequest struct {
+	ID   string
+	Move models.Move
+	// RateLimit paces the copy, bytes/s (0 = unpaced).
+	RateLimit float64
+	Urgent    bool
+}
+
+// Progress reports an asynchronous step.
+type Progress struct {
+	Done  bool
+	Bytes int64
+}
+
+// VerifyResult is what reading both copies back found.
+type VerifyResult struct {
+	Done  bool
+	Match bool
+	// Checksum is "algorithm:hex" of the source; CopyChecksum of the copy.
+	Checksum     string
+	CopyChecksum string
+}
+
+// Mover carries stripe moves out: copy to a new slot (the old copy
+// untouched), verify, commit only if the layout generation is unchanged,
+// clean up the old copy, or abort (remove the new copy). Every call must be
+// idempotent: after a crash the engine repeats the step it had not
+// journaled as finished.
+type Mover interface {
+	Catalog
+	Capabilities() Capabilities
+	Copy(ctx context.Context, r CopyRequest) (Progress, error)
+	Verify(ctx context.Context, m models.Move) (VerifyResult, error)
+	// Commit switches the layout from m.From to m.To if its generation is
+	// still m.Generation (and fence is the current leader's), else returns
+	// ErrGenerationChanged.
+	Commit(ctx context.Context, m models.Move, fence uint64) error
+	Cleanup(ctx context.Context, m models.Move) error
+	Abort(ctx context.Context, m models.Move) error
+	// SetState sets a device's or data server's state (a spare goes
+	// online, a device drains).
+	SetState(ctx context.Context, s models.Subject, st DeviceState) error
+}
+
+// ErrGenerationChanged is returned by Commit when the layout moved on since
+// the move was planned: the move is aborted and replanned.
+var ErrGenerationChanged = errors.New("layout generation changed")
+
+// ErrNotFound is returned for a file or device the mover does not know.
+var ErrNotFound = errors.New("not found")
+
+// permanent marks an error that no retry will fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanent{err}
+}
+
+// IsPermanent reports whether err was marked permanent (or is a changed
+// generation or a missing file, which no retry fixes).
+func IsPermanent(err error) bool {
+	var p permanent
+	return errors.As(err, &p) || errors.Is(err, ErrGenerationChanged) || errors.Is(err, ErrNotFound)
+}
+
+// NoMover is the catalog-less stand-in when no driver is configured:
+// planners can only propose, and every step fails permanently.
+type noMover struct{}
+
+func (noMover) Capabilities() Capabilities { return Capabilities{Name: "none"} }
+func (noMover) Devices(context.Context) ([]Device, error) {
+	return nil, nil
+}
+func (noMover) Stripes(context.Context, string) ([]StripeRef, error) { return nil, errNoDriver }
+func (noMover) Locate(context.Context, string) (Layout, error)       { return Layout{}, errNoDriver }
+func (noMover) Copy(context.Context, CopyRequest) (Progress, error)  { return Progress{}, errNoDriver }
+func (noMover) Verify(context.Context, models.Move) (VerifyResult, error) {
+	return VerifyResult{}, errNoDriver
+}
+func (noMover) Commit(context.Context, models.Move, uint64) error { return errNoDriver }
+func (noMover) Cleanup(context.Context, models.Move) error        { return errNoDriver }
+func (noMover) Abort(context.Context, models.Move) error          { return errNoDriver }
+func (noMover) SetState(context.Context, models.Subject, DeviceState) error {
+	return errNoDriver
+}
+
+var errNoDriver = Permanent(fmt.Errorf("no mover driver is configured (actuators.driver)"))

@@ -1,0 +1,158 @@
+package plan
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// builder makes snapshots by hand.
+type builder struct{ in Input }
+
+func (b *builder) dev(ds, pool int32, load float64) int32 {
+	b.in.Devices = append(b.in.Devices, Device{DS: ds, Pool: pool, Capacity: 1e6, Accepts: true, Load: load})
+	return int32(len(b.in.Devices) - 1)
+}
+
+func (b *builder) stripe(dev, file int32, mirror int8, bytes int64, heat float32) int32 {
+	b.in.StripeDevice = append(b.in.StripeDevice, dev)
+	b.in.StripeFile = append(b.in.StripeFile, file)
+	b.in.StripeMirror = append(b.in.StripeMirror, mirror)
+	b.in.StripeBytes = append(b.in.StripeBytes, bytes)
+	b.in.StripeHeat = append(b.in.StripeHeat, heat)
+	return int32(len(b.in.StripeDevice) - 1)
+}
+
+func TestRebalanceMovesTheFewestBytes(t *testing.T) {
+	var b builder
+	b.in.LoadFromHeat = true
+	for i := range 4 {
+		b.dev(int32(i), 0, 0)
+	}
+	// d0: 16 stripes at 25 B/s and two cold ones at 5; the others 6 × 25.
+	// Loads 410, 150, 150, 150: mean 215, target 1.05 × 215 = 225.75; d0
+	// must shed 184.25 B/s: 8 hot stripes (80 bytes), which the three cool
+	// devices take (3 each keeps them at 225).
+	f := int32(0)
+	for _, h := range []float32{25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 25, 5, 5} {
+		b.stripe(0, f, 0, 10, h)
+		f++
+	}
+	for d := int32(1); d < 4; d++ {
+		for range 6 {
+			b.stripe(d, f, 0, 10, 25)
+			f++
+		}
+	}
+	r := Rebalance(&b.in, Options{})
+	if len(r.Moves) != 8 || r.Bytes != 80 || r.LowerBound != 80 {
+		t.Fatalf("got %d moves of %d bytes, bound %d: %+v; want 8 hot stripes, 80 bytes, bound 80", len(r.Moves), r.Bytes, r.LowerBound, r.Moves)
+	}
+	if r.MaxMeanAfter > 1.05 || r.MaxMeanAfter >= r.MaxMeanBefore {
+		t.Errorf("max/mean %.3f → %.3f; want at most 1.05", r.MaxMeanBefore, r.MaxMeanAfter)
+	}
+	for _, m := range r.Moves {
+		if m.From != 0 || m.To == 0 || m.Heat != 25 {
+			t.Errorf("move %+v: want a hot stripe from d0 to another device", m)
+		}
+	}
+}
+
+func TestRebalanceRespectsPlacementRules(t *testing.T) {
+	var b builder
+	b.in.LoadFromHeat = true
+	// ds0: d0 d1, ds1: d2 d3, ds2: d4
+	for _, ds := range []int32{0, 0, 1, 1, 2} {
+		b.dev(ds, 0, 0)
+	}
+	// File 0 has two mirrors: mirror 0 on d0 (hot), mirror 1 on d2 (ds1):
+	// its hot stripe may go neither to d2 (the file is there) nor to d3
+	// (ds1 holds the other mirror), and d4 would be too hot after it, so it
+	// stays. File 1 has components on d0 and d3: its hot one goes to d2.
+	b.stripe(0, 0, 0, 10, 150)
+	b.stripe(2, 0, 1, 10, 0)
+	b.stripe(0, 1, 0, 10, 150)
+	b.stripe(3, 1, 0, 10, 0)
+	b.stripe(1, 5, 0, 10, 120)
+	b.stripe(4, 6, 0, 10, 60)
+	r := Rebalance(&b.in, Options{TargetMaxMean: 2})
+	if len(r.Moves) != 1 || r.Moves[0].Stripe != 2 || r.Moves[0].To != 2 {
+		t.Fatalf("got %+v; want file 1's hot stripe moved to d2", r.Moves)
+	}
+}
+
+func TestRebalanceTooHotToPlace(t *testing.T) {
+	var b builder
+	b.in.LoadFromHeat = true
+	for i := range 4 {
+		b.dev(int32(i), 0, 0)
+	}
+	b.stripe(0, 0, 0, 10, 1000) // alone 3.2× the mean
+	b.stripe(0, 1, 0, 10, 10)
+	for d := int32(1); d < 4; d++ {
+		b.stripe(d, 10+d, 0, 10, 80)
+	}
+	r := Rebalance(&b.in, Options{})
+	for _, m := range r.Moves {
+		if m.Stripe == 0 {
+			t.Errorf("moved the stripe hotter than the target: it only moves the hot spot")
+		}
+	}
+	if !strings.Contains(strings.Join(r.Notes, " "), "more mirrors") {
+		t.Errorf("notes %q; want the explanation that it needs mirrors", r.Notes)
+	}
+}
+
+func TestEvacuate(t *testing.T) {
+	var b builder
+	b.in.LoadFromHeat = true
+	for i := range 3 {
+		b.dev(int32(i), 0, 0)
+	}
+	spare := b.dev(0, 0, 0)
+	for f := int32(0); f < 5; f++ {
+		b.stripe(0, f, 0, 100, float32(f))
+	}
+	r := Evacuate(&b.in, 0, spare, Options{})
+	if len(r.Moves) != 5 || r.Bytes != 500 || r.LowerBound != 500 {
+		t.Fatalf("got %d moves, %d bytes, bound %d; want all 5 stripes, 500 bytes", len(r.Moves), r.Bytes, r.LowerBound)
+	}
+	if r.Moves[0].Heat != 4 {
+		t.Errorf("first move carries heat %v; want the hottest first", r.Moves[0].Heat)
+	}
+	for _, m := range r.Moves {
+		if m.To != spare {
+			t.Errorf("stripe %d went to d%d; want the spare", m.Stripe, m.To)
+		}
+	}
+	// no spare and room for two stripes only
+	b.in.Devices[spare].Accepts = false
+	b.in.Devices[1].Capacity, b.in.Devices[2].Capacity = 150, 150
+	r = Evacuate(&b.in, 0, -1, Options{})
+	if len(r.Moves) != 2 || !strings.Contains(strings.Join(r.Notes, " "), "cannot absorb 3 stripes") {
+		t.Errorf("got %d moves, notes %q; want 2 moves and a note that 3 stripes do not fit", len(r.Moves), r.Notes)
+	}
+}
+
+func TestCoverBound(t *testing.T) {
+	for _, tc := range []struct {
+		heat  []float64
+		bytes []int64
+		need  float64
+		want  float64
+	}{
+		{[]float64{10, 10, 10}, []int64{5, 5, 5}, 15, 10}, // two equal stripes: exact
+		{[]float64{10, 1}, []int64{1, 100}, 10, 1},        // the dense one covers it
+		{[]float64{10, 10}, []int64{4, 8}, 15, 8},         // fractional: 4 + 8 × 5/10 = 8; count: 2 × 4 = 8
+		{[]float64{1, 1}, []int64{1, 1}, 5, math.Inf(1)},  // cannot be covered
+		{[]float64{3, 3, 3}, []int64{10, 10, 10}, 0, 0},   // nothing to do
+		// by heat per byte 0.2, 0.2, 0.08: 10 + 10 + 100 × 5/8 = 82.5 beats
+		// the count bound (two stripes, 8 + 2, × the smallest 10 = 20)
+		{[]float64{8, 2, 2}, []int64{100, 10, 10}, 9, 82.5},
+	} {
+		got := coverBound(tc.heat, tc.bytes, tc.need)
+		if math.Abs(got-tc.want) > 1e-9 && !(math.IsInf(got, 1) && math.IsInf(tc.want, 1)) {
+			t.Errorf("coverBound(%v, %v, %v) = %v; want %v", tc.heat, tc.bytes, tc.need, got, tc.want)
+		}
+	}
+}
