@@ -40,6 +40,9 @@ const demoDuration = "50m"
 var live struct {
 	mdsURL     string
 	start, end time.Time
+	// actionMode is the mode the demo's actuators ran in (auto: nothing
+	// ever waits for approval)
+	actionMode string
 	data       grpcplugin.DataClient
 	diag       grpcplugin.DiagnosticsClient
 	resource   grpcplugin.ResourceClient
@@ -81,14 +84,17 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	var sum struct {
-		Start time.Time `json:"sim_start"`
-		End   time.Time `json:"sim_end"`
+		Start       time.Time `json:"sim_start"`
+		End         time.Time `json:"sim_end"`
+		Remediation struct {
+			Mode string `json:"mode"`
+		} `json:"remediation"`
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil {
 		fmt.Fprintf(os.Stderr, "cannot read the demo's summary.json: %v\n", err)
 		return 1
 	}
-	live.start, live.end = sum.Start, sum.End
+	live.start, live.end, live.actionMode = sum.Start, sum.End, sum.Remediation.Mode
 
 	// A real mds on the demo's store, serving the demo's capacity report.
 	cfg := filepath.Join(dir, "mds.yml")

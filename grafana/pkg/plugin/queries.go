@@ -195,6 +195,10 @@ func runActions(ctx context.Context, c *client, q backend.DataQuery, m Query) (d
 			v.Set(k, s)
 		}
 	}
+	if m.Kind != "move_stripe" {
+		// plans, not the stripe moves each groups (docs/actions.md)
+		v.Set("plans", "true")
+	}
 	as, err := c.actions(ctx, v)
 	if err != nil {
 		var se *StatusError
@@ -231,8 +235,17 @@ func runActions(ctx context.Context, c *client, q backend.DataQuery, m Query) (d
 	return data.Frames{fr}, nil
 }
 
-// bytesMoved reads bytes_moved from the action, else its bytes parameter.
+// bytesMoved reads a plan's progress.bytes_moved, else bytes_moved from
+// the action, else its bytes parameter.
 func bytesMoved(a Action) *float64 {
+	if raw, ok := a.Extra["progress"]; ok {
+		var p struct {
+			BytesMoved *float64 `json:"bytes_moved"`
+		}
+		if json.Unmarshal(raw, &p) == nil && p.BytesMoved != nil {
+			return p.BytesMoved
+		}
+	}
 	if raw, ok := a.Extra["bytes_moved"]; ok {
 		var v float64
 		if json.Unmarshal(raw, &v) == nil {
