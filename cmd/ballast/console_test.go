@@ -5,10 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,20 +27,13 @@ var screenshots = flag.Bool("screenshots", false, "TestConsoleInBrowser: run the
 // consoleRe finds the console URL `ballast demo --serve` prints.
 var consoleRe = regexp.MustCompile(`Console: (http://\S+/ui/)`)
 
-// TestConsoleInBrowser runs a demo, serves the finished run again with
-// --serve --reuse (which must not simulate anything) and drives the
-// console in headless Chromium: it loads, shows the run's findings in
-// plain words with GPU-hours, the heat map and the charts, pages, and
-// loads nothing from outside the mds. With -screenshots it runs the whole
-// scenario and writes docs/img/console*.png for the README.
-func TestConsoleInBrowser(t *testing.T) {
-	bin := chromium.Find(t)
-	out := filepath.Join(t.TempDir(), "demo")
-	duration := "20m"
-	if *screenshots {
-		duration = "2h"
-	}
-	run := exec.Command(ballastBin, "demo", "--scenario", "mixed", "--duration", duration, "--out", out, "--listen", "127.0.0.1:0", "--quiet")
+// demoAndServe runs `ballast demo` with args into out, then serves the
+// finished run with --serve --reuse, checks that this did not simulate
+// again, and returns the console URL it printed. The server is stopped
+// when the test ends.
+func demoAndServe(t *testing.T, out string, args ...string) string {
+	t.Helper()
+	run := exec.Command(ballastBin, append(append([]string{"demo"}, args...), "--out", out, "--listen", "127.0.0.1:0", "--quiet")...)
 	if b, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("demo: %v\n%s", err, b)
 	} else if !strings.Contains(string(b), "bin/ballast demo --serve --reuse --out "+out) {
@@ -59,7 +56,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	t.Cleanup(func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() })
 	var printed strings.Builder
 	urlCh := make(chan string, 1)
 	go func() {
@@ -84,6 +81,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	if again, _ := os.ReadFile(filepath.Join(out, "summary.json")); !bytes.Equal(again, summary) {
 		t.Error("demo --serve --reuse rewrote summary.json: it ran the simulation again")
 	}
+	return consoleURL
+}
+
+// TestConsoleInBrowser runs a demo, serves the finished run again with
+// --serve --reuse (which must not simulate anything) and drives the
+// console in headless Chromium: it loads, shows the run's findings in
+// plain words with GPU-hours, the heat map and the charts, pages, and
+// loads nothing from outside the mds. With -screenshots it runs the whole
+// scenario and writes docs/img/console*.png for the README.
+func TestConsoleInBrowser(t *testing.T) {
+	bin := chromium.Find(t)
+	out := filepath.Join(t.TempDir(), "demo")
+	duration := "20m"
+	if *screenshots {
+		duration = "2h"
+	}
+	consoleURL := demoAndServe(t, out, "--scenario", "mixed", "--duration", duration)
 
 	// What the console must show: the run's findings, by their plain-words
 	// titles and subjects.
@@ -189,4 +203,79 @@ func TestConsoleInBrowser(t *testing.T) {
 		s.Screenshot(filepath.Join(dir, "console-heat.png"), "#actions", 2200)
 		t.Logf("wrote %s and console-heat.png", filepath.Join(dir, "console.png"))
 	}
+}
+
+// TestConsoleApprovesAction runs the demo with remediation in approve mode,
+// serves the finished run, and in headless Chromium approves one waiting
+// action and rejects another with the console's buttons; the actions API
+// must then report them decided.
+func TestConsoleApprovesAction(t *testing.T) {
+	if help, _ := exec.Command(ballastBin, "demo", "--help").CombinedOutput(); !strings.Contains(string(help), "-actions") {
+		t.Skip("this ballast has no actuators yet (demo --actions, issue 11): nothing can wait for approval")
+	}
+	bin := chromium.Find(t)
+	out := filepath.Join(t.TempDir(), "demo")
+	consoleURL := demoAndServe(t, out, "--scenario", "mixed", "--duration", "30m", "--actions", "approve")
+	api := strings.TrimSuffix(consoleURL, "/ui/") + "/api/v1/actions"
+
+	s := chromium.NewSession(t, bin, 1400, 1000)
+	s.Navigate(consoleURL)
+	var pending []string
+	s.Eval(`[...document.querySelectorAll("tr.action.pending")].map((r) => r.dataset.id)`, &pending)
+	if len(pending) == 0 {
+		t.Fatalf("no action waits for approval in the console after a demo in approve mode; the actions API says:\n%s", getBody(t, api))
+	}
+	decide := func(id, verb, want string) {
+		t.Helper()
+		sel := fmt.Sprintf(`document.querySelector('tr.action.pending[data-id=%q] button[data-verb=%q]')`, id, verb)
+		s.Eval(sel+".click()", nil)
+		s.WaitFor(fmt.Sprintf(`document.querySelector('tr.action.pending[data-id=%q]').dataset.result`, id), 20*time.Second)
+		var result, text string
+		s.Eval(fmt.Sprintf(`document.querySelector('tr.action.pending[data-id=%q]').dataset.result`, id), &result)
+		s.Eval(fmt.Sprintf(`document.querySelector('tr.action.pending[data-id=%q] .result').textContent`, id), &text)
+		if result != want {
+			t.Fatalf("%s %s in the console: got %q (%s); want %s", verb, id, result, text, want)
+		}
+	}
+	decide(pending[0], "approve", "approved")
+	if len(pending) > 1 {
+		decide(pending[1], "reject", "rejected")
+	}
+	// The API holds the decisions; reloading the page no longer lists
+	// them as waiting.
+	body := getBody(t, api)
+	for i, id := range pending[:min(2, len(pending))] {
+		var list struct {
+			Data []struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatalf("GET %s: %v\n%s", api, err, body)
+		}
+		for _, a := range list.Data {
+			if a.ID == id && (a.State == "awaiting_approval" || a.State == "proposed") {
+				t.Errorf("action %d (%s) still %s after the console decided it", i, id, a.State)
+			}
+		}
+	}
+	s.Navigate(consoleURL)
+	var still []string
+	s.Eval(`[...document.querySelectorAll("tr.action.pending")].map((r) => r.dataset.id)`, &still)
+	if slices.Contains(still, pending[0]) {
+		t.Errorf("after a reload the approved action %s is still listed as waiting", pending[0])
+	}
+	t.Logf("%d actions waited; approved %s%s", len(pending), pending[0], map[bool]string{true: ", rejected " + pending[min(1, len(pending)-1)], false: ""}[len(pending) > 1])
+}
+
+func getBody(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
