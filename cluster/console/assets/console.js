@@ -24,7 +24,7 @@
           if (!r.ok) { throw new Error('HTTP ' + r.status + ': ' + body.slice(0, 300)); }
           out.textContent = verb === 'approve' ? 'approved' : 'rejected';
           row.classList.add(verb === 'approve' ? 'approved' : 'rejected');
-          row.setAttribute('data-result', verb + 'd');
+          row.setAttribute('data-result', verb === 'approve' ? 'approved' : 'rejected');
         });
       })
       .catch(function (e) {
