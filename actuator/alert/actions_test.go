@@ -25,7 +25,7 @@ func TestActionsBecomeAlerts(t *testing.T) {
 	d := startDispatcher(t, o)
 	ctx := context.Background()
 	act := models.Action{ID: "evacuate-ds03-nvme2", Kind: models.ActionEvacuateDevice, Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds03/nvme2"},
-		State: "awaiting_approval", Created: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), Reason: "drive failure risk"}
+		State: models.ActionAwaitingApproval, Created: t0.Add(-time.Minute), Updated: t0.Add(-time.Minute), Reason: "drive failure risk"}
 	step := func(at time.Duration, state models.ActionState) {
 		if state != "" {
 			act.State, act.Updated = state, t0.Add(at)
@@ -37,7 +37,7 @@ func TestActionsBecomeAlerts(t *testing.T) {
 			d.Reconcile(ctx, t0.Add(at+time.Duration(i)*time.Second), nil)
 		}
 	}
-	step(0, "awaiting_approval")
+	step(0, models.ActionAwaitingApproval)
 	step(10*time.Second, models.ActionApproved)
 	step(20*time.Second, models.ActionRunning)
 	step(30*time.Second, models.ActionSucceeded)

@@ -264,29 +264,20 @@ func ActionKinds() []string {
 	return []string{KindActionProposed, KindActionAwaitingApproval, KindActionDone, KindActionFailed, KindActionRolledBack}
 }
 
-// Action states that are not in models yet: the action engine's approval
-// gate and rollback. Kept as strings so that states the engine adds map
-// without a change here.
-const (
-	stateAwaitingApproval = "awaiting_approval"
-	stateRolledBack       = "rolled_back"
-	stateDone             = "done"
-)
-
 // actionKind maps an action state to its alert kind and severity, and
 // whether the alert stays firing for as long as the action is in that state
 // (an approval waits for a person) rather than for a fixed time (events).
 func actionKind(s models.ActionState) (kind string, sev models.Severity, whileInState, ok bool) {
-	switch string(s) {
-	case string(models.ActionProposed):
+	switch s {
+	case models.ActionProposed:
 		return KindActionProposed, models.SeverityInfo, false, true
-	case stateAwaitingApproval:
+	case models.ActionAwaitingApproval:
 		return KindActionAwaitingApproval, models.SeverityWarning, true, true
-	case string(models.ActionSucceeded), stateDone:
+	case models.ActionSucceeded:
 		return KindActionDone, models.SeverityInfo, false, true
-	case string(models.ActionFailed):
+	case models.ActionFailed:
 		return KindActionFailed, models.SeverityWarning, false, true
-	case stateRolledBack:
+	case models.ActionRolledBack:
 		return KindActionRolledBack, models.SeverityWarning, false, true
 	}
 	return "", "", false, false

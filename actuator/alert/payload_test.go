@@ -131,7 +131,7 @@ func TestAlertmanagerEndsAt(t *testing.T) {
 func TestActionAlerts(t *testing.T) {
 	created := time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)
 	a := models.Action{ID: "evacuate/ds03/nvme2", Kind: models.ActionEvacuateDevice, Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds03/nvme2"},
-		State: "awaiting_approval", Created: created, Updated: created.Add(time.Minute), Reason: "failure risk", Params: map[string]string{"to": "ds04"}}
+		State: models.ActionAwaitingApproval, Created: created, Updated: created.Add(time.Minute), Reason: "failure risk", Params: map[string]string{"to": "ds04"}}
 	al, ok := sampleLabeler.FromAction(&a, time.Hour)
 	if !ok || al.Labels[LabelAlertname] != KindActionAwaitingApproval || !al.EndsAt.IsZero() || al.Labels[LabelActionID] != a.ID ||
 		al.Annotations[AnnotationApproveURL] != "http://mds01:9750/api/v1/actions/evacuate/ds03/nvme2/approve" {
