@@ -31,6 +31,12 @@ func TestConfigValidateNamesFieldAndValue(t *testing.T) {
 			c.Files.LayoutCommand = []string{"hook"}
 		}, `actuators.files.exports[0].device: "xyz" is not a pNFS device id`},
 		{func(c *Config) {
+			c.Driver = DriverFiles
+			c.Files.Exports = []DeviceSpec{{Device: "aa", DS: "ds1", Path: "/srv/a"}}
+			c.Files.LayoutCommand = []string{"hook"}
+			c.Files.LayoutDir = "layouts"
+		}, `actuators.files.layout_dir: "layouts" is not an absolute path`},
+		{func(c *Config) {
 			c.Driver = DriverExec
 			c.Exec.Devices = []DeviceSpec{{Device: "aa", DS: "ds1"}}
 			c.Exec.Commands = map[string][]string{"copy": {"cp", "{{.From"}}

@@ -42,6 +42,10 @@ type DeviceSpec struct {
 // a device stored under the file's path relative to the export.
 type FilesConfig struct {
 	Exports []DeviceSpec `yaml:"exports"`
+	// LayoutDir is the layout store: one JSON file per file (mirrors ×
+	// components, generation), the fence and the moves in flight. Both mds
+	// of an HA pair must reach it (a shared filesystem with working flock).
+	LayoutDir string `yaml:"layout_dir"`
 	// LayoutCommand is the operator's layout hook (argv); ballast appends a
 	// verb and its arguments (docs/actions.md has the contract).
 	LayoutCommand []string `yaml:"layout_command"`
@@ -107,6 +111,9 @@ func validateDevices(prefix string, devs []DeviceSpec, needPath bool) []error {
 
 func (c *FilesConfig) validate(prefix string) error {
 	errs := validateDevices(prefix+"exports.", c.Exports, true)
+	if c.LayoutDir == "" || !filepath.IsAbs(c.LayoutDir) {
+		errs = append(errs, fmt.Errorf("%slayout_dir: %q is not an absolute path", prefix, c.LayoutDir))
+	}
 	if len(c.LayoutCommand) == 0 || c.LayoutCommand[0] == "" {
 		errs = append(errs, fmt.Errorf("%slayout_command: must name the layout hook (docs/actions.md)", prefix))
 	}

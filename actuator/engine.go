@@ -145,6 +145,8 @@ type Engine struct {
 	mirrors  map[string]int       // most mirrors seen per pool
 	nextPlan time.Time
 	now      time.Time
+	// tookOver is the epoch TakeOver last succeeded for (+1; 0 = never).
+	tookOver uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -376,9 +378,14 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 	}
 	e.mu.Unlock()
 	e.heat.fold(now)
-	if _, lead := e.opts.Gate.Leading(); !lead {
+	epoch, lead := e.opts.Gate.Leading()
+	if !lead {
 		// a follower watches (findings, heat, series) but never acts
 		return e.publish(ctx, now)
+	}
+	if err := e.takeOver(ctx, now, epoch); err != nil {
+		// no step before the fence is raised and the moves in flight known
+		return errors.Join(err, e.publish(ctx, now))
 	}
 
 	var errs []error
@@ -679,4 +686,81 @@ func (e *Engine) List(keep func(*models.Action) bool) []models.Action {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// takeOver runs once per epoch this mds leads, before any step, when the
+// mover's state is shared by an HA pair (Successor): the driver fences the
+// older epochs out, and every move it reports in flight that this mds's
+// journal does not know (a previous leader started it) is adopted, with
+// its plan, and resumed where the shared state says: the next look at it
+// re-reads the layout, so a move already committed goes on to its
+// cleanup, one whose layout changed is aborted, and one still copying
+// copies on (copies resume).
+func (e *Engine) takeOver(ctx context.Context, now time.Time, epoch uint64) error {
+	s, ok := e.mover.(Successor)
+	e.mu.Lock()
+	done := e.tookOver == epoch+1
+	e.mu.Unlock()
+	if !ok || done {
+		return nil
+	}
+	fl, err := s.TakeOver(ctx, epoch)
+	if err != nil {
+		return fmt.Errorf("cannot take over as leader at epoch %d: %w", epoch, err)
+	}
+	var as []*models.Action
+	for _, f := range fl {
+		if _, known := e.get(f.ID); known || f.Plan.ID == "" {
+			continue
+		}
+		p, known := e.get(f.Plan.ID)
+		if !known {
+			p = f.Plan
+			p.State, p.Started, p.Updated = models.ActionRunning, now, now
+			p.Params = map[string]string{"adopted": fmt.Sprintf("epoch %d", epoch)}
+			if p.Created.IsZero() {
+				p.Created = now
+			}
+			as = append(as, &p)
+		} else if p.State.Terminal() {
+			// the plan ended here, the move did not: it is finished or
+			// undone through a plan of its own
+			p = f.Plan
+			p.ID += fmt.Sprintf(":adopted:%d", epoch)
+			p.State, p.Started, p.Created, p.Updated = models.ActionRunning, now, now, now
+			p.Params = map[string]string{"adopted": fmt.Sprintf("epoch %d", epoch)}
+			as = append(as, &p)
+		}
+		m := f.Move
+		if m.Phase == "" || m.Phase == models.PhasePending {
+			m.Phase = models.PhaseCopying
+		}
+		handle := ""
+		if lay, err := e.mover.Locate(ctx, m.File); err == nil {
+			if c, ok := lay.At(m.Mirror, m.Component); ok {
+				handle = c.Handle
+			}
+		}
+		as = append(as, &models.Action{
+			ID: f.ID, Kind: models.ActionMoveStripe,
+			Subject:     models.Subject{Kind: models.SubjectStripe, ID: m.From + "/" + handle},
+			SubjectName: fmt.Sprintf("%s#%d.%d", m.File, m.Mirror, m.Component),
+			Parent:      p.ID, Mode: p.Mode, State: models.ActionRunning, Urgent: p.Urgent,
+			Created: now, Updated: now, Started: now, Move: &m,
+			Reason: fmt.Sprintf("taken over at epoch %d from the leader that started it", epoch),
+		})
+		e.log.Info("adopted a move in flight", "action", f.ID, "plan", p.ID, "epoch", epoch)
+	}
+	if len(as) > 0 {
+		if err := e.save(as...); err != nil {
+			return err
+		}
+		for _, a := range as {
+			e.requeue(a.ID, now)
+		}
+	}
+	e.mu.Lock()
+	e.tookOver = epoch + 1
+	e.mu.Unlock()
+	return nil
 }

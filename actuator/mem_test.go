@@ -308,6 +308,7 @@ func testConfig(mode models.ActionMode) Config {
 	c.Driver = DriverFiles // a driver, so approve and auto validate; the rig passes the mover itself
 	c.Files.Exports = []DeviceSpec{{Device: "aa", DS: "x", Path: "/x"}}
 	c.Files.LayoutCommand = []string{"true"}
+	c.Files.LayoutDir = "/x/layouts"
 	c.Mode = mode
 	c.PlanEvery = Duration(10 * time.Second)
 	c.Move.Grace = Duration(20 * time.Second)

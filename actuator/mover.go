@@ -106,6 +106,10 @@ type CopyRequest struct {
 	// RateLimit paces the copy, bytes/s (0 = unpaced).
 	RateLimit float64
 	Urgent    bool
+	// Plan is the move's plan (its id, kind and subject): a driver whose
+	// state both mds of an HA pair reach records it with the move in
+	// flight, so that a new leader can take the move over (Successor).
+	Plan models.Action
 }
 
 // Progress reports an asynchronous step.
@@ -142,6 +146,25 @@ type Mover interface {
 	// SetState sets a device's or data server's state (a spare goes
 	// online, a device drains).
 	SetState(ctx context.Context, s models.Subject, st DeviceState) error
+}
+
+// Successor is a Mover whose state both mds of an HA pair reach (the files
+// driver's layout store). The engine calls TakeOver when this mds becomes
+// leader with a new epoch, before it takes any step: the driver fences
+// every older epoch out (a deposed leader's late commit is refused from
+// then on) and returns the moves a previous leader left in flight, which
+// the engine adopts and resumes or aborts.
+type Successor interface {
+	TakeOver(ctx context.Context, epoch uint64) ([]InFlight, error)
+}
+
+// InFlight is a move a driver has started (copy begun) and not finished
+// (cleaned up or aborted): the move and its plan as the leader that
+// started it journaled them.
+type InFlight struct {
+	ID   string        `json:"id"`
+	Move models.Move   `json:"move"`
+	Plan models.Action `json:"plan"`
 }
 
 // ErrGenerationChanged is returned by Commit when the layout moved on since

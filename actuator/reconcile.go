@@ -128,7 +128,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		a.Blocked = ""
 		return false, e.saveMove(&a, m, now, "")
 	case models.PhaseCopying:
-		pr, err := e.mover.Copy(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent})
+		pr, err := e.mover.Copy(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent, Plan: planRef(&p)})
 		if err != nil {
 			return true, e.retry(&a, now, "copy", err)
 		}
@@ -203,6 +203,12 @@ func (e *Engine) illegal(lay *Layout, m *models.Move) string {
 		}
 	}
 	return ""
+}
+
+// planRef is what a driver records of a move's plan (Successor): enough
+// for a new leader to hold the plan's place.
+func planRef(p *models.Action) models.Action {
+	return models.Action{ID: p.ID, Kind: p.Kind, Subject: p.Subject, SubjectName: p.SubjectName, Mode: p.Mode, Urgent: p.Urgent, Created: p.Created, Reason: p.Reason}
 }
 
 func planEnd(p *models.Action) string {

@@ -6,13 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/ballast-io/ballast/actuator"
+	"github.com/ballast-io/ballast/actuator/files"
+	"github.com/ballast-io/ballast/cluster/ha"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -25,7 +29,7 @@ const PathActions = "/api/v1/actions"
 
 // newMover returns the driver the config names. The twin driver comes from
 // the runtime: only the demo and eval have a twin to give.
-func newMover(c *actuator.Config, rt *Runtime) (actuator.Mover, error) {
+func newMover(c *actuator.Config, rt *Runtime, log *slog.Logger) (actuator.Mover, error) {
 	switch c.Driver {
 	case actuator.DriverNone:
 		return nil, nil
@@ -34,6 +38,10 @@ func newMover(c *actuator.Config, rt *Runtime) (actuator.Mover, error) {
 			return nil, errors.New(`actuators.driver: "twin" moves data on the cluster twin, which only ballast demo and ballast eval run; use files or exec on a real cluster`)
 		}
 		return rt.Mover, nil
+	case actuator.DriverFiles:
+		// commits run under the fence beside the layout store, which both
+		// mds of an HA pair reach (docs/ha.md)
+		return files.New(files.Options{Config: c.Files, Fence: ha.FenceFile{Path: filepath.Join(c.Files.LayoutDir, "fence")}, Logger: log})
 	}
 	return nil, fmt.Errorf("actuators.driver: %q is not available in this build", c.Driver)
 }

@@ -222,7 +222,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot set up analysis: %w", err)
 	}
 
-	mover, err := newMover(&c.Actuators, &m.rt)
+	mover, err := newMover(&c.Actuators, &m.rt, m.logger)
 	if err != nil {
 		return err
 	}
