@@ -258,7 +258,9 @@ func (l *FFIOLatency4) validate(duration time.Duration) *FieldError {
 	if err := under("ffil_aggregate_completion_time", l.AggregateCompletionTime.validate()); err != nil {
 		return err
 	}
-	if busy := l.TotalBusyTime.Duration(); busy > duration {
+	// The same slack for rounding as the ingest's deltas (1 ms + 0.1 %):
+	// busy time and duration come from separate clock reads.
+	if busy := l.TotalBusyTime.Duration(); busy > duration+time.Millisecond+duration/1000 {
 		return fieldErr("ffil_total_busy_time", "busy time (%s) exceeds ffl_duration (%s)", busy, duration)
 	}
 	if l.OpsCompleted == 0 && (l.AggregateCompletionTime.Seconds != 0 || l.AggregateCompletionTime.Nseconds != 0) {

@@ -85,8 +85,8 @@ type DemoSummary struct {
 	Scenario              string             `json:"scenario"`
 	Seed                  uint64             `json:"seed"`
 	SimSeconds            float64            `json:"sim_seconds"`
-	WallSeconds           float64            `json:"wall_seconds"`
-	SpeedUp               float64            `json:"speed_up"`
+	WallSeconds           float64            `json:"wall_seconds,omitempty"` // wall clock: summary.json only, not eval.json
+	SpeedUp               float64            `json:"speed_up,omitempty"`
 	GPUUtilMean           float64            `json:"gpu_util_mean"`
 	GPUIdleSecondsByCause map[string]float64 `json:"gpu_idle_seconds_by_cause"`
 	Findings              int                `json:"findings"`
@@ -195,6 +195,15 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 		return nil, err
 	}
 	cfg := demoConfig(opts)
+	// The store refuses samples older than its retention or more than a
+	// day ahead of the wall clock: keep an old --start in range, refuse a
+	// future one.
+	if end := opts.Start.Add(opts.Duration); end.After(time.Now().Add(24 * time.Hour)) {
+		return nil, fmt.Errorf("cannot run a demo ending at %s: more than a day after the wall clock (the store refuses samples from the future)", end.UTC().Format(time.RFC3339))
+	}
+	if age := time.Since(opts.Start) + 24*time.Hour; age > time.Duration(cfg.Storage.Retention) {
+		cfg.Storage.Retention = cluster.Duration(age)
+	}
 	if err := os.RemoveAll(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("cannot clear demo data dir %q: %w", cfg.DataDir, err)
 	}
@@ -432,7 +441,9 @@ func (d *Demo) sources() []pipeline.SourceSpec {
 		if n.Role == twin.RoleDS {
 			src.pool = d.poolOf(n.Name)
 		}
-		out = append(out, pipeline.SourceSpec{Source: src, Interval: d.opts.ScrapeInterval})
+		// No wall-clock timeout: a simulated scrape cannot hang, and one
+		// cut short on a loaded host would change the run's results.
+		out = append(out, pipeline.SourceSpec{Source: src, Interval: d.opts.ScrapeInterval, Timeout: -1})
 	}
 	return out
 }

@@ -70,7 +70,9 @@ type Actuator interface {
 type SourceSpec struct {
 	Source   Source
 	Interval time.Duration
-	// Timeout bounds one run; default min(Interval, 30s).
+	// Timeout bounds one run on the wall clock; default min(Interval, 30s).
+	// Negative: no timeout, for sources on a simulated clock (the twin's
+	// agents), whose output must not depend on how loaded the host is.
 	Timeout time.Duration
 }
 
@@ -141,7 +143,7 @@ func NewPipeline(opts PipelineOptions) (*Pipeline, error) {
 		if s.Source == nil || s.Interval <= 0 {
 			return nil, fmt.Errorf("pipeline source %d: needs a source and a positive interval", i)
 		}
-		if s.Timeout <= 0 {
+		if s.Timeout == 0 {
 			opts.Sources[i].Timeout = min(s.Interval, 30*time.Second)
 		}
 	}
@@ -258,7 +260,10 @@ func (p *Pipeline) collect(ctx context.Context, now time.Time) (int, []error) {
 		}
 		p.next[i] = now.Add(spec.Interval).Add(jitter - time.Duration(p.opts.Jitter*float64(spec.Interval))/2)
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, spec.Timeout)
+			cctx, cancel := context.WithCancel(ctx)
+			if spec.Timeout > 0 {
+				cctx, cancel = context.WithTimeout(ctx, spec.Timeout)
+			}
 			defer cancel()
 			cctx, sp := p.opts.Tracer.Start(cctx, "collect."+spec.Source.Name())
 			defer sp.End()

@@ -97,11 +97,9 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	var startAt time.Time
-	if *start != "" {
-		if startAt, err = time.Parse(time.RFC3339, *start); err != nil {
-			return fmt.Errorf("%w: --start %q is not RFC 3339 (e.g. 2026-01-02T15:04:05Z)", errUsage, *start)
-		}
+	startAt, err := parseStart(*start)
+	if err != nil {
+		return err
 	}
 	d, err := sim.NewDemo(sim.DemoOptions{
 		Scenario:       sc,

@@ -17,7 +17,7 @@ import (
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
-const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] --out DIR
+const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] [--start T] --out DIR
 
 Runs the cluster twin (a SIMULATED cluster) with the full mds pipeline and
 every wired analyzer, then scores the findings against the twin's ground
@@ -27,6 +27,11 @@ workload label accuracy; and the share of storage-caused idle GPU-seconds
 attributed to the right subject. The demo's outputs (summary.json,
 truth.jsonl, findings.jsonl, actions.jsonl, the store in DIR/data) are
 written beside it, with labels.jsonl and forecasts.jsonl.
+
+The run uses simulated time only: for the same scenario, seed, duration and
+--start, eval.json is byte-identical on any machine at any load (the wall
+time and speed-up are in summary.json, not in eval.json). Without --start
+the run ends at the wall clock and the times in eval.json move with it.
 
 See also: ballast eval all (every scenario over several seeds).
 
@@ -53,6 +58,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	out := fs.String("out", "", "output directory (required)")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	listen := fs.String("listen", "127.0.0.1:0", "HOST:PORT of the query API while it runs")
+	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,11 +70,15 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	case *out == "":
 		return fmt.Errorf("%w: --out is required", errUsage)
 	}
+	startAt, err := parseStart(*start)
+	if err != nil {
+		return err
+	}
 	sc, dur, err := loadRun(*scenario, *duration)
 	if err != nil {
 		return err
 	}
-	rep, err := evalOnce(ctx, env, sc, *seed, dur, *out, *listen, *quiet)
+	rep, err := evalOnce(ctx, env, sc, *seed, dur, startAt, *out, *listen, *quiet)
 	if err != nil {
 		return err
 	}
@@ -76,7 +86,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	if err := writeJSON(filepath.Join(*out, "eval.json"), rep); err != nil {
 		return err
 	}
-	printEval(env, rep, *out)
+	printEval(env, rep, runSpeedUp(*out), *out)
 	return nil
 }
 
@@ -98,10 +108,10 @@ func (n *dsNames) observe(ds []models.StripeDelta) {
 	}
 }
 
-func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, out, listen string, quiet bool) (*EvalReport, error) {
+func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, start time.Time, out, listen string, quiet bool) (*EvalReport, error) {
 	names := &dsNames{dev: map[string]string{}}
 	d, err := sim.NewDemo(sim.DemoOptions{
-		Scenario: sc, Seed: seed, Duration: dur, OutDir: out, Listen: listen,
+		Scenario: sc, Seed: seed, Duration: dur, Start: start, OutDir: out, Listen: listen,
 		Progress: progressPrinter(env.stderr, quiet),
 		Logger:   newLogger(env.stderr, "warn"),
 		Version:  version,
@@ -164,7 +174,23 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 	if err := writeJSONL(filepath.Join(out, "forecasts.jsonl"), in.Forecasts); err != nil {
 		return nil, err
 	}
-	return &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Tolerance: in.Tolerance}, nil
+	// Wall-clock figures stay in summary.json: eval.json depends on the
+	// simulation only.
+	rep := &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Tolerance: in.Tolerance}
+	rep.WallSeconds, rep.SpeedUp = 0, 0
+	return rep, nil
+}
+
+// parseStart reads --start of demo and eval: RFC 3339, or zero when empty.
+func parseStart(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: --start %q is not RFC 3339 (e.g. 2026-01-02T15:04:05Z)", errUsage, s)
+	}
+	return t, nil
 }
 
 // twinDeviceName maps what the mds may call a device while its device
@@ -260,9 +286,21 @@ func writeJSONL[T any](path string, items []T) error {
 	return nil
 }
 
-func printEval(env *cmdEnv, r *EvalReport, out string) {
+// runSpeedUp reads the speed-up of the run in out from its summary.json
+// (eval.json keeps no wall-clock figures); 0 when unknown.
+func runSpeedUp(out string) float64 {
+	var s struct {
+		SpeedUp float64 `json:"speed_up"`
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "summary.json")); err == nil {
+		_ = json.Unmarshal(b, &s)
+	}
+	return s.SpeedUp
+}
+
+func printEval(env *cmdEnv, r *EvalReport, speedUp float64, out string) {
 	fmt.Fprintf(env.stdout, "ballast eval on the cluster twin (simulated) — scenario %s, seed %d, %s simulated at ×%.0f\n",
-		r.Scenario, r.Seed, fmtDur(time.Duration(r.SimSeconds*float64(time.Second))), r.SpeedUp)
+		r.Scenario, r.Seed, fmtDur(time.Duration(r.SimSeconds*float64(time.Second))), speedUp)
 	for _, k := range sortedKeys(r.Scores.Kinds) {
 		ks := r.Scores.Kinds[k]
 		fmt.Fprintf(env.stdout, "  %-20s findings %4d  precision %s  recall %s (%d/%d)  delay median %s s, p95 %s s\n",

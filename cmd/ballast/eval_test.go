@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -139,4 +140,57 @@ func TestEvalMarkdownAggregatesSeeds(t *testing.T) {
 func jsonNum(f float64) string {
 	b, _ := json.Marshal(f)
 	return string(b)
+}
+
+// TestEvalIsReproducible runs the same eval twice at once (each loading
+// the machine for the other) and wants byte-identical eval.json: scores
+// depend on simulated time only, not on wall-clock timeouts or host load.
+// Both runs write to "run" in their own folder, so even the recorded
+// command line is the same.
+func TestEvalIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the twin twice for 12 simulated minutes")
+	}
+	args := []string{"eval", "--scenario", "hot-shard", "--duration", "12m", "--seed", "3",
+		"--start", "2026-01-01T00:00:00Z", "--out", "run", "--quiet"}
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	errs := make(chan error, 2)
+	for _, dir := range dirs {
+		go func() {
+			cmd := exec.Command(ballastBin, args...)
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				errs <- fmt.Errorf("eval in %s: %v\n%s", dir, err, stderr.String())
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range dirs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got [2][]byte
+	for i, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "run", "eval.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[i] = b
+	}
+	if !bytes.Equal(got[0], got[1]) {
+		a, b := strings.Split(string(got[0]), "\n"), strings.Split(string(got[1]), "\n")
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("eval.json differs between two runs of one seed, first at line %d:\n%s\n%s", i+1, a[i], b[i])
+			}
+		}
+		t.Fatalf("eval.json differs between two runs of one seed in length: %d and %d lines", len(a), len(b))
+	}
+	if bytes.Contains(got[0], []byte("wall_seconds")) || !bytes.Contains(got[0], []byte(`"sim_start": "2026-01-01T00:00:00Z"`)) {
+		t.Errorf("eval.json holds wall-clock figures or ignores --start:\n%.600s", got[0])
+	}
 }

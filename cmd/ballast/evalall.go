@@ -104,7 +104,10 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 			if err := cmd.Run(); err != nil {
 				r.err = fmt.Errorf("cannot evaluate %s seed %d: %w: %s", r.scenario, r.seed, err, lastLines(stderr.String(), 5))
 			} else {
-				r.rep, r.err = readEvalJSON(filepath.Join(r.dir, "eval.json"))
+				if r.rep, r.err = readEvalJSON(filepath.Join(r.dir, "eval.json")); r.err == nil {
+					// the wall-clock speed-up lives in summary.json
+					r.rep["speed_up"] = runSpeedUp(r.dir)
+				}
 			}
 			mu.Lock()
 			done++

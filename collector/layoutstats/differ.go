@@ -125,9 +125,10 @@ const (
 //  5. some but not all counters lower: conflict (went backwards);
 //  6. otherwise the difference, over the duration's advance.
 //
-// A delta whose busy time exceeds its interval is a conflict too: utilisation
-// cannot exceed 1.
-func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration) (step, counterVec, time.Duration, error) {
+// A delta whose busy time exceeds its interval is a conflict too
+// (utilisation cannot exceed 1), unless it is within BusySlack: then it is
+// clamped to the interval and counted in clamped.
+func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration, clamped *int) (step, counterVec, time.Duration, error) {
 	var d counterVec
 	if curDur == prevDur {
 		if *cur == *prev {
@@ -138,7 +139,8 @@ func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration) (ste
 			Reason: fmt.Sprintf("changed from %d to %d while ffis_layoutupdate.ffl_duration stayed at %s", prev[i], cur[i], curDur)}
 	}
 	if curDur < prevDur {
-		return stepReset, *cur, curDur, checkBusy(report, cur, curDur)
+		d = *cur
+		return stepReset, d, curDur, checkBusy(report, &d, curDur, clamped)
 	}
 	interval := curDur - prevDur
 	dropped, kept := -1, -1
@@ -153,7 +155,8 @@ func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration) (ste
 		}
 	}
 	if dropped >= 0 && kept < 0 {
-		return stepReset, *cur, interval, checkBusy(report, cur, interval)
+		d = *cur
+		return stepReset, d, interval, checkBusy(report, &d, interval, clamped)
 	}
 	if dropped >= 0 {
 		return 0, d, 0, &ConflictError{Path: reportPath(report, counterPaths[dropped]),
@@ -163,7 +166,7 @@ func diff(report int, prev, cur *counterVec, prevDur, curDur time.Duration) (ste
 	for i := range cur {
 		d[i] = cur[i] - prev[i]
 	}
-	return stepForward, d, interval, checkBusy(report, &d, interval)
+	return stepForward, d, interval, checkBusy(report, &d, interval, clamped)
 }
 
 func firstDifferent(a, b *counterVec) int {
@@ -175,12 +178,32 @@ func firstDifferent(a, b *counterVec) int {
 	return 0
 }
 
-// checkBusy refuses a delta whose busy time is longer than its interval.
-func checkBusy(report int, d *counterVec, interval time.Duration) error {
+// BusySlack is how far a delta's busy time may exceed its interval and
+// still be taken, clamped to the interval: 1 ms plus 0.1 % of the
+// interval. A client measures busy time and the duration with separate
+// clock reads, each rounded to the nanosecond of an nfstime4, so the
+// difference of two cumulative reports can come out a few nanoseconds
+// (or, with a coarse clock, a tick) longer than the interval; refusing it
+// would drop the client's whole batch for rounding. Beyond the slack the
+// counters contradict each other and the batch is a conflict.
+func BusySlack(interval time.Duration) time.Duration {
+	return time.Millisecond + interval/1000
+}
+
+// checkBusy clamps a delta's busy time that exceeds its interval by at
+// most BusySlack to the interval (utilisation cannot exceed 1), counting
+// each clamp in clamped, and refuses one that exceeds it by more.
+func checkBusy(report int, d *counterVec, interval time.Duration, clamped *int) error {
 	for _, base := range [2]int{readLatency, writeLatency} {
-		if busy := time.Duration(d[base+lBusyNs]); busy > interval {
+		busy := time.Duration(d[base+lBusyNs])
+		switch {
+		case busy <= interval:
+		case busy-interval <= BusySlack(interval):
+			d[base+lBusyNs] = uint64(interval)
+			*clamped++
+		default:
 			return &ConflictError{Path: reportPath(report, counterPaths[base+lBusyNs]),
-				Reason: fmt.Sprintf("advanced by %s in an interval of %s", busy, interval)}
+				Reason: fmt.Sprintf("advanced by %s in an interval of %s (more than the %s allowed for rounding)", busy, interval, BusySlack(interval))}
 		}
 	}
 	return nil

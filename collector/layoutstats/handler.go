@@ -144,6 +144,8 @@ type response struct {
 	Duplicates int    `json:"duplicates"`
 	Baselines  int    `json:"baselines"`
 	Resets     int    `json:"resets"`
+	// BusyClamped counts busy times clamped to their interval (rounding).
+	BusyClamped int `json:"busy_clamped,omitempty"`
 }
 
 func reply(w http.ResponseWriter, code int, r response) {
@@ -180,7 +182,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res, err = h.s.Accept(r.Context(), h.opts.Now(), b)
 		if err == nil {
 			reply(w, http.StatusOK, response{Accepted: res.Accepted, Deltas: len(res.Deltas),
-				Duplicates: res.Duplicates, Baselines: res.Baselines, Resets: res.Resets})
+				Duplicates: res.Duplicates, Baselines: res.Baselines, Resets: res.Resets, BusyClamped: res.BusyClamped})
 			return
 		}
 	}

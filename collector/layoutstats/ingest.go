@@ -179,6 +179,10 @@ type Result struct {
 	Baselines int
 	// Resets counts deltas whose counters had started over.
 	Resets int
+	// BusyClamped counts busy times (read or write) that exceeded their
+	// delta's interval by no more than BusySlack and were clamped to it:
+	// clock rounding in the client, not a reason to drop the batch.
+	BusyClamped int
 	// Evicted counts keys forgotten by a sweep in this call.
 	Evicted int
 }
@@ -368,9 +372,14 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 			return nil
 		}
 		kind, delta, interval = stepReset, cur, curDur
+		// Validation let the busy time exceed the duration by at most
+		// the rounding slack; clamp it like any delta's.
+		if err := checkBusy(i, &delta, interval, &res.BusyClamped); err != nil {
+			return err
+		}
 	} else {
 		var err error
-		kind, delta, interval, err = diff(i, &old.last, &cur, old.dur, curDur)
+		kind, delta, interval, err = diff(i, &old.last, &cur, old.dur, curDur, &res.BusyClamped)
 		if err != nil {
 			return err
 		}

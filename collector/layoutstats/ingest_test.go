@@ -341,3 +341,35 @@ func TestMaxKeys(t *testing.T) {
 		t.Errorf("got %+v with %d keys; want one 1m delta and 2 keys", res.Deltas, in.Keys())
 	}
 }
+
+// TestBusyRoundingIsClamped: a delta whose busy time exceeds its interval
+// by a rounding nanosecond keeps the client's whole batch (the busy time
+// clamped to the interval, counted), while a real contradiction is still
+// refused.
+func TestBusyRoundingIsClamped(t *testing.T) {
+	in := newIngester(t, Options{EmitInterval: time.Nanosecond})
+	t0 := time.Unix(1_700_000_000, 0)
+	mustIngest(t, in, t0, batch("c",
+		rep(0, 10*time.Second, ctr{ops: 100, bytes: 1 << 20, busy: 4 * time.Second}, ctr{}),
+		rep(1, 10*time.Second, ctr{ops: 100, bytes: 1 << 20, busy: 4 * time.Second}, ctr{})))
+	// Report 0: busy advanced 10 s + 1 ns in 10 s; report 1 is ordinary.
+	res, err := in.Ingest(t0.Add(10*time.Second), batch("c",
+		rep(0, 20*time.Second, ctr{ops: 200, bytes: 2 << 20, busy: 14*time.Second + time.Nanosecond}, ctr{}),
+		rep(1, 20*time.Second, ctr{ops: 150, bytes: 2 << 20, busy: 6 * time.Second}, ctr{})))
+	if err != nil {
+		t.Fatalf("got %v; want the batch accepted with the busy time clamped", err)
+	}
+	if res.BusyClamped != 1 || len(res.Deltas) != 2 {
+		t.Fatalf("got %d clamped, %d deltas; want 1 clamped, 2 deltas", res.BusyClamped, len(res.Deltas))
+	}
+	if got := res.Deltas[0].Read.BusyTime; got != 10*time.Second {
+		t.Errorf("got busy %s; want it clamped to the 10s interval", got)
+	}
+	// 2 s too much in a 10 s interval is not rounding.
+	_, err = in.Ingest(t0.Add(20*time.Second), batch("c",
+		rep(0, 30*time.Second, ctr{ops: 300, bytes: 3 << 20, busy: 26 * time.Second}, ctr{})))
+	var ce *ConflictError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "allowed for rounding") {
+		t.Errorf("got %v; want a conflict on the busy time", err)
+	}
+}

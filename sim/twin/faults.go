@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ballast-io/ballast/models"
 )
@@ -212,7 +213,7 @@ func (t *Twin) startFault(i int, now float64) {
 		}
 		for ji := range t.jobs {
 			if t.jobs[ji].dataset == fs.dataset {
-				t.jobs[ji].hot, t.jobs[ji].hotShare = hot, f.Share
+				t.jobs[ji].hot = append(t.jobs[ji].hot, hotSet{fault: i, files: hot, share: f.Share})
 			}
 		}
 	case FaultWorkloadShift:
@@ -245,10 +246,11 @@ func (t *Twin) endFault(i int, now float64) {
 		for _, r := range fs.hotRecs {
 			t.closeTruth(r, now)
 		}
+		// Only this fault's files cool down: another hot_shard fault on
+		// the same dataset stays hot.
 		for ji := range t.jobs {
-			if t.jobs[ji].dataset == fs.dataset {
-				t.jobs[ji].hot = nil
-			}
+			j := &t.jobs[ji]
+			j.hot = slices.DeleteFunc(j.hot, func(h hotSet) bool { return h.fault == i })
 		}
 	case FaultWorkloadShift:
 		t.jobs[fs.job].scale = 1

@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -515,5 +516,35 @@ func TestReplacingFailingDriveAvoidsErrors(t *testing.T) {
 	}
 	if u := gpuUtil(tw, 60, "gpu"); u < 0.99 {
 		t.Fatalf("GPU utilisation %.3f after the evacuated drive failed; want ≥ 0.99", u)
+	}
+}
+
+// Two hot_shard faults on one dataset: while both are on, each takes its
+// share of the picks; when the first ends, the second stays hot (once the
+// second overwrote the first, and the first's end cleared both).
+func TestTwoHotShardsOnOneDataset(t *testing.T) {
+	tw := build(t, strings.Replace(hotDevice, "  - {kind: hot_shard, dataset: d, files: [0, 8, 16], share: 0.8}",
+		"  - {kind: hot_shard, dataset: d, files: [3], share: 0.3, start: 0s, end: 120s}\n  - {kind: hot_shard, dataset: d, files: [5], share: 0.3, start: 60s}", 1))
+	share := func() (f3, f5 float64) {
+		j := &tw.jobs[0]
+		n := 20000
+		first := tw.datasets[j.dataset].firstFile
+		for range n {
+			switch tw.nextFile(j, streamSeqRead) - first {
+			case 3:
+				f3++
+			case 5:
+				f5++
+			}
+		}
+		return f3 / float64(n), f5 / float64(n)
+	}
+	tw.Run(90)
+	if a, b := share(); math.Abs(a-0.3) > 0.03 || math.Abs(b-0.3) > 0.03 {
+		t.Fatalf("both faults on: files 3 and 5 get %.3f and %.3f of the picks; want 0.3 each", a, b)
+	}
+	tw.Run(60)
+	if a, b := share(); a > 0.01 || math.Abs(b-0.3) > 0.03 {
+		t.Fatalf("first fault over: files 3 and 5 get %.3f and %.3f of the picks; want 0 and 0.3", a, b)
 	}
 }

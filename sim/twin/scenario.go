@@ -192,13 +192,16 @@ type Fault struct {
 	MBps     float64 `yaml:"mbps"`     // capacity_pressure
 
 	// failing_drive
-	MediaErrors  float64 `yaml:"media_errors"`
-	FinalSpare   float64 `yaml:"final_spare"`
-	WearRise     float64 `yaml:"wear_rise"`
-	TempExcursC  float64 `yaml:"temp_excursion_c"`
-	OutlierRate  float64 `yaml:"outlier_rate"`
-	FinalSpeed   float64 `yaml:"final_speed"`
-	FailureAfter bool    `yaml:"fail"`
+	MediaErrors float64 `yaml:"media_errors"`
+	FinalSpare  float64 `yaml:"final_spare"`
+	WearRise    float64 `yaml:"wear_rise"`
+	TempExcursC float64 `yaml:"temp_excursion_c"`
+	OutlierRate float64 `yaml:"outlier_rate"`
+	FinalSpeed  float64 `yaml:"final_speed"`
+	// Fail is refused when set: a failing_drive always fails at end. The
+	// field is kept only to answer scenarios that use it with a clear
+	// error instead of silently ignoring it.
+	Fail *bool `yaml:"fail"`
 }
 
 // MigrationSpec sets how fast data moves by default.
@@ -593,6 +596,9 @@ func (sc *Scenario) validate() error {
 	}
 	for i, f := range sc.Faults {
 		p := fmt.Sprintf("faults[%d]", i)
+		if f.Fail != nil {
+			return fieldErr(p+".fail", *f.Fail, "is not supported: a failing_drive always fails at its end time; for a drive that degrades and recovers use slow_drive")
+		}
 		if f.Start < 0 || (f.End != 0 && f.End <= f.Start) {
 			return fieldErr(p+".start/end", fmt.Sprintf("%s/%s", f.Start, f.End), "start must be ≥ 0 and end (if set) after start")
 		}

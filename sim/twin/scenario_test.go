@@ -65,6 +65,8 @@ func TestScenarioErrorsNameFieldAndValue(t *testing.T) {
 		{"bad duration", "name: ample", "name: ample\ntick: soon", []string{"soon"}},
 		{"bad placement", "file_size_mb: 1000", "file_size_mb: 1000, layout: {placement: scatter}", []string{"datasets[0].layout.placement", "scatter"}},
 		{"no clients of group", "clients: gpu, dataset", "clients: cpu, dataset", []string{"workloads[0].clients", "cpu"}},
+		// fail was parsed and silently ignored once; now it is refused.
+		{"fail is not a field", "workloads:", "faults:\n  - {kind: failing_drive, device: ds00/nvme0n1, start: 1m, end: 2m, fail: false}\nworkloads:", []string{"faults[0].fail", "false", "not supported"}},
 	}
 	for _, c := range cases {
 		y := strings.Replace(base, c.from, c.to, 1)

@@ -56,8 +56,7 @@ type job struct {
 	active   bool
 	perm     []int32
 	permPos  int
-	hot      []int32
-	hotShare float64
+	hot      []hotSet // active hot_shard faults on the dataset, in start order
 	phaseRec int
 
 	ck       *Checkpoint
@@ -256,14 +255,29 @@ func (t *Twin) finishCheckpoint(ji int, now float64) {
 // checkpoint.
 func (j *job) paused() bool { return j.ckOn && j.ck.Mode == ModeSync }
 
+// hotSet is one active hot_shard fault as a job sees it: a share of its
+// file picks goes to these files.
+type hotSet struct {
+	fault int // index in Twin.faults
+	files []int32
+	share float64
+}
+
 // nextFile picks the next file of a read stream: shuffled order for
 // training (one permutation per epoch shared by all ranks, like a
 // distributed sampler), sequential for scans, uniform for random readers;
-// a hot-shard fault diverts a share of picks to its hot files.
+// each active hot-shard fault diverts its share of picks to its hot files
+// (several faults on one dataset take their shares side by side, the later
+// ones getting what is left when the shares add up to more than 1).
 func (t *Twin) nextFile(j *job, kind uint8) int32 {
 	ds := &t.datasets[j.dataset]
-	if len(j.hot) > 0 && t.rng.Float64() < j.hotShare {
-		return j.hot[t.rng.IntN(len(j.hot))]
+	if len(j.hot) > 0 {
+		r, acc := t.rng.Float64(), 0.0
+		for _, h := range j.hot {
+			if acc += h.share; r < acc {
+				return h.files[t.rng.IntN(len(h.files))]
+			}
+		}
 	}
 	if kind == streamRandRead {
 		if j.w.HotFraction > 0 && t.rng.Float64() < 0.9 {
