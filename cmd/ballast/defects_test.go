@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -308,12 +309,37 @@ func layoutStatsKeys(t *testing.T, p *mdsProc) {
 	}
 }
 
+// queryTimeout sends a query that cannot finish within its timeout on any
+// machine. VictoriaMetrics' deadline has one-second resolution (the start
+// plus the timeout truncated to a whole second, read from a clock that
+// ticks once a second), so a 1 ms timeout is exceeded between one and two
+// seconds after the start, and only where vmselect looks: before each
+// fetch and before each series is unpacked and rolled up. The query is
+// therefore a chain of 100 rollups that VictoriaMetrics evaluates one after
+// another (a + b pushes a's label filters into b, so b waits for a), each
+// sorting the 400 random samples of every series at each of 28,800 steps:
+// about 0.3 s of one core per series here, so no core count shortens the
+// chain below tens of seconds, while the query stops at the first check
+// past the deadline.
 func queryTimeout(t *testing.T, p *mdsProc) {
-	ts := time.Now().Add(-time.Minute)
-	p.importText(t, batch("timeout_series", 2000, ts))
-	p.waitCount(t, "timeout_series", ts, 2000)
-	q := url.Values{"query": {`sum(count_over_time({__name__=~"timeout_.*"}[1d])) by (device)`}, "start": {strconv.FormatInt(ts.Add(-24*time.Hour).Unix(), 10)},
-		"end": {strconv.FormatInt(time.Now().Unix(), 10)}, "step": {"3"}, "timeout": {"1s"}, "nocache": {"1"}}
+	const series, samples, rollups = 8, 400, 100
+	last := time.Now().Add(-9 * time.Hour).Truncate(time.Second)
+	rnd := rand.New(rand.NewPCG(10, 503))
+	var b strings.Builder
+	for i := range series {
+		for j := range samples {
+			fmt.Fprintf(&b, "timeout_series{device=\"nvme%dn1\"} %d %d\n", i, rnd.IntN(1e6), last.Add(-time.Duration(j)*time.Second).UnixMilli())
+		}
+	}
+	p.importText(t, b.String())
+	p.waitCount(t, "timeout_series", last, series)
+	terms := make([]string, rollups)
+	for k := range terms {
+		terms[k] = fmt.Sprintf("quantile_over_time(%.3f, timeout_series[1d])", 0.5+float64(k)/(2*rollups))
+	}
+	start := last.Add(time.Hour)
+	q := url.Values{"query": {"sum(" + strings.Join(terms, " + ") + ")"}, "start": {strconv.FormatInt(start.Unix(), 10)},
+		"end": {strconv.FormatInt(start.Add(28799*time.Second).Unix(), 10)}, "step": {"1"}, "timeout": {"1ms"}, "nocache": {"1"}}
 	code, ans := send(t, http.MethodGet, p.url("/api/v1/query_range?"+q.Encode()), "", nil)
 	if code != http.StatusServiceUnavailable || !strings.Contains(ans, `"errorType":"timeout"`) {
 		t.Errorf("query over its timeout: got %d %.300s; want 503 errorType timeout", code, ans)
