@@ -113,6 +113,10 @@ type Options struct {
 	Clock func() time.Time
 	// Rebalancer replaces the load-aware planner (eval's baselines only).
 	Rebalancer Rebalancer
+	// StepHook, when set, is called with every move state once it is
+	// journaled (on workers; inline ticks journal at their end). Tests
+	// only: the crash tests stop the mds at a step boundary through it.
+	StepHook func(a models.Action)
 	// Namer names a device id as operators do, when it knows better than
 	// the mover (the mds's device table); "" falls back to the mover's name.
 	Namer   func(deviceID string) string
@@ -309,6 +313,13 @@ func (e *Engine) save(as ...*models.Action) error {
 		e.index(&vs[i])
 	}
 	e.mu.Unlock()
+	if e.opts.StepHook != nil {
+		for i := range vs {
+			if vs[i].Move != nil {
+				e.opts.StepHook(vs[i])
+			}
+		}
+	}
 	return nil
 }
 

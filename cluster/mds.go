@@ -237,6 +237,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		Inline:     m.rt.ManualTicks,
 		Rebalancer: m.rt.Rebalancer,
 		Gate:       mdsGate{m},
+		StepHook:   testStepHook(m.logger),
 		Namer: func(id string) string {
 			if n := m.ids.DeviceName(id); n != id {
 				return n

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,8 +40,11 @@ func TestMain(m *testing.M) {
 type mdsProc struct {
 	cmd  *exec.Cmd
 	addr string
+	mu   sync.Mutex
 	logs *strings.Builder
 	done chan error
+	// lines carries the log lines (dropped when nobody reads them)
+	lines chan string
 }
 
 var listenRe = regexp.MustCompile(`msg="mds started" listen=(\S+)`)
@@ -56,8 +60,19 @@ func startMDS(t *testing.T, dataDir string, extra ...string) *mdsProc {
 // that ends by running it with the arguments that follow).
 func startMDSWith(t *testing.T, argv []string, dataDir string, extra ...string) *mdsProc {
 	t.Helper()
+	return startMDSCmd(t, nil, argv, dataDir, extra...)
+}
+
+// startMDSCmd is startMDSWith with setup applied to the command before it
+// starts (environment); a line sent on p.lines, when the caller set it
+// through setup's process, is every log line.
+func startMDSCmd(t *testing.T, setup func(*exec.Cmd), argv []string, dataDir string, extra ...string) *mdsProc {
+	t.Helper()
 	args := append(append(argv[1:len(argv):len(argv)], "mds", "--listen", "127.0.0.1:0", "--data-dir", dataDir), extra...)
 	cmd := exec.Command(argv[0], args...)
+	if setup != nil {
+		setup(cmd)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,15 +80,21 @@ func startMDSWith(t *testing.T, argv []string, dataDir string, extra ...string) 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &mdsProc{cmd: cmd, logs: new(strings.Builder), done: make(chan error, 1)}
+	p := &mdsProc{cmd: cmd, logs: new(strings.Builder), done: make(chan error, 1), lines: make(chan string, 1024)}
 	addrCh := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
+			p.mu.Lock()
 			p.logs.WriteString(line + "\n")
+			p.mu.Unlock()
 			if m := listenRe.FindStringSubmatch(line); m != nil {
 				addrCh <- m[1]
+			}
+			select {
+			case p.lines <- line:
+			default: // nobody reads them
 			}
 		}
 		p.done <- cmd.Wait()
