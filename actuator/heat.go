@@ -2,7 +2,6 @@ package actuator
 
 import (
 	"math"
-	"sort"
 	"sync"
 	"time"
 
@@ -129,25 +128,5 @@ func (h *heatModel) deviceLoads() map[string]float64 {
 	for k, e := range h.entries {
 		out[k.dev] += e.rate
 	}
-	return out
-}
-
-// clientsOf returns the clients that used any stripe of dev, sorted.
-func (h *heatModel) clientsOf(dev string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	set := map[string]bool{}
-	for k, e := range h.entries {
-		if k.dev == dev {
-			for _, c := range e.clients {
-				set[c] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for c := range set {
-		out = append(out, c)
-	}
-	sort.Strings(out)
 	return out
 }
