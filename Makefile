@@ -3,17 +3,24 @@
 
 GO          ?= go
 BIN         ?= bin/ballast
+AGENT_BIN   ?= bin/ballast-agent
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEMO_OUT    ?= demo-out
 
-.PHONY: all build test test-deps test-long lint bench demo eval clean grafana-plugin grafana-frontend grafana-check grafana-npm
+.PHONY: all build agent test test-deps test-long lint bench demo eval clean grafana-plugin grafana-frontend grafana-check grafana-npm
 
 all: build
 
-build:
+# bin/ballast has every role; bin/ballast-agent only the ds and client
+# agents, without the store (docs/decisions.md), for data servers and GPU
+# nodes.
+build: agent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ballast
+
+agent:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(AGENT_BIN) ./cmd/ballast-agent
 
 # The CI test suite: every package's tests, under 15 minutes on 2 cores,
 # then the Grafana plugin's module (its gRPC tests against a real mds and

@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# bench/agent-overhead.sh: CPU per scrape and RSS of `ballast ds` against
-# node_exporter, both reading the same fake /proc, /sys and /dev tree with
-# 24 NVMe controllers (namespaces in diskstats) and 8 NICs.
+# bench/agent-overhead.sh: CPU per scrape and RSS of the ds agent against
+# node_exporter, all reading the same fake /proc, /sys and /dev tree with
+# 24 NVMe controllers (namespaces in diskstats) and 8 NICs. The ds agent
+# runs twice: `ballast-agent ds` (the agent binary, without the store) and
+# `ballast ds` (the one binary with every role), for comparison.
 #
 #   bench/agent-overhead.sh [scrapes]     # default 300 scrapes each
 #
 # node_exporter: NODE_EXPORTER=/path/to/node_exporter, else looked up in
 # PATH (go install github.com/prometheus/node_exporter@v1.12.1). It runs
 # with the collectors that read the same sources as ballast ds (diskstats,
-# netdev, nfsd, nvme); ballast ds runs its default ds collectors (nvme,
+# netdev, nfsd, nvme); the ballast agents run their default ds collectors (nvme,
 # smartctl, diskstats, nfsd, netdev) with the result cache off
 # (--cache-for=0), so that every scrape collects. The fake /dev/nvmeN are
 # regular files: ballast's SMART ioctl fails fast and reports
 # device_up 0, so the numbers measure parsing and exposition, not drive
 # latency. CPU is user+system time from /proc/<pid>/stat over the scrapes.
+# The agents are scraped in turn within one loop (one scrape of each per
+# round), so that load from other processes on the machine falls on all
+# of them alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-300}
@@ -55,9 +60,12 @@ cp collector/testdata/fixtures/procfs/nfsd/node-exporter_nfsd "$P/net/rpc/nfsd"
 cp collector/testdata/fixtures/procfs/nfsd/pcp_nfsrpc-root-002_pool_stats "$P/fs/nfsd/pool_stats"
 
 # ---- agents ----
+go build -o "$WORK/ballast-agent" ./cmd/ballast-agent
 go build -o "$WORK/ballast" ./cmd/ballast
-"$WORK/ballast" ds --listen 127.0.0.1:19101 --proc-root "$P" --sys-root "$S" --dev-root "$D" \
-  --cache-for=0 --log-level error 2>"$WORK/ballast.log" &
+DS_FLAGS=(ds --proc-root "$P" --sys-root "$S" --dev-root "$D" --cache-for=0 --log-level error)
+"$WORK/ballast-agent" "${DS_FLAGS[@]}" --listen 127.0.0.1:19103 2>"$WORK/agent.log" &
+PIDS+=($!); APID=$!
+"$WORK/ballast" "${DS_FLAGS[@]}" --listen 127.0.0.1:19101 2>"$WORK/ballast.log" &
 PIDS+=($!); BPID=$!
 "$NE" --web.listen-address=127.0.0.1:19102 --path.procfs="$P" --path.sysfs="$S" \
   --collector.disable-defaults --collector.diskstats --collector.netdev --collector.nfsd --collector.nvme \
@@ -65,29 +73,29 @@ PIDS+=($!); BPID=$!
 PIDS+=($!); NPID=$!
 
 wait_up() { for _ in $(seq 100); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done; echo "no answer from $1" >&2; return 1; }
-wait_up http://127.0.0.1:19101/metrics
-wait_up http://127.0.0.1:19102/metrics
+NAMES=("ballast-agent ds" "ballast ds" "node_exporter")
+APIDS=("$APID" "$BPID" "$NPID")
+URLS=(http://127.0.0.1:19103/metrics http://127.0.0.1:19101/metrics http://127.0.0.1:19102/metrics)
+for u in "${URLS[@]}"; do wait_up "$u"; done
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 kb() { awk -v k="$2" '$1==k":"{print $2}' "/proc/$1/status"; }
 HZ=$(getconf CLK_TCK)
 
-measure() { # name pid url
-  local name=$1 pid=$2 url=$3
-  for _ in 1 2 3 4 5; do curl -fsS -H 'Accept-Encoding: gzip' -o /dev/null "$url"; done
-  local t0 t1 bytes series
-  t0=$(ticks "$pid")
-  for _ in $(seq "$N"); do curl -fsS -H 'Accept-Encoding: gzip' -o /dev/null "$url"; done
-  t1=$(ticks "$pid")
-  bytes=$(curl -fsS "$url" | wc -c)
-  series=$(curl -fsS "$url" | grep -vc '^#')
-  awk -v n="$name" -v d=$((t1 - t0)) -v hz="$HZ" -v N="$N" -v rss="$(kb "$pid" VmRSS)" -v hwm="$(kb "$pid" VmHWM)" \
-    -v anon="$(kb "$pid" RssAnon)" -v file="$(kb "$pid" RssFile)" -v b="$bytes" -v s="$series" \
-    'BEGIN { printf "| %s | %.3f | %.1f | %.1f | %.1f | %.1f | %d | %d |\n", n, d * 1000 / hz / N, rss / 1024, hwm / 1024, anon / 1024, file / 1024, s, b }'
-}
+scrape_all() { for u in "${URLS[@]}"; do curl -fsS -H 'Accept-Encoding: gzip' -o /dev/null "$u"; done; }
+for _ in 1 2 3 4 5; do scrape_all; done
+T0=(); for p in "${APIDS[@]}"; do T0+=("$(ticks "$p")"); done
+for _ in $(seq "$N"); do scrape_all; done
+T1=(); for p in "${APIDS[@]}"; do T1+=("$(ticks "$p")"); done
 
 echo "scrapes per agent: $N; fake tree: 24 NVMe controllers, 24 namespaces in diskstats, 8 NICs + lo, nfsd"
 echo "| agent | CPU ms per scrape | RSS MiB | peak RSS MiB | anon RSS MiB | file RSS MiB | series | bytes (plain) |"
 echo "|---|---|---|---|---|---|---|---|"
-measure "ballast ds" "$BPID" http://127.0.0.1:19101/metrics
-measure "node_exporter" "$NPID" http://127.0.0.1:19102/metrics
+for i in 0 1 2; do
+  pid=${APIDS[$i]} url=${URLS[$i]}
+  bytes=$(curl -fsS "$url" | wc -c)
+  series=$(curl -fsS "$url" | grep -vc '^#')
+  awk -v n="${NAMES[$i]}" -v d=$((T1[i] - T0[i])) -v hz="$HZ" -v N="$N" -v rss="$(kb "$pid" VmRSS)" -v hwm="$(kb "$pid" VmHWM)" \
+    -v anon="$(kb "$pid" RssAnon)" -v file="$(kb "$pid" RssFile)" -v b="$bytes" -v s="$series" \
+    'BEGIN { printf "| %s | %.3f | %.1f | %.1f | %.1f | %.1f | %d | %d |\n", n, d * 1000 / hz / N, rss / 1024, hwm / 1024, anon / 1024, file / 1024, s, b }'
+done

@@ -17,6 +17,7 @@ import (
 	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/actuator/files"
 	"github.com/ballast-io/ballast/cluster/ha"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )
@@ -147,7 +148,7 @@ func (h *actionsHandler) decide(w http.ResponseWriter, r *http.Request, id, verb
 	// who decided is the authenticated client when there is one; what a
 	// caller says about itself is kept beside it
 	by := req.By
-	if p := RequestPrincipal(r); p != "" {
+	if p := node.RequestPrincipal(r); p != "" {
 		by = p
 		if req.By != "" && req.By != p {
 			by = fmt.Sprintf("%s (for %s)", p, req.By)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballast-io/ballast/cluster/node"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -79,9 +81,9 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 
 func TestParseDuration(t *testing.T) {
 	for in, want := range map[string]time.Duration{"15s": 15 * time.Second, "30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1.5h": 90 * time.Minute} {
-		got, err := ParseDuration(in)
+		got, err := node.ParseDuration(in)
 		if err != nil || got != want {
-			t.Errorf("ParseDuration(%q): got %v, %v; want %v", in, got, err, want)
+			t.Errorf("node.ParseDuration(%q): got %v, %v; want %v", in, got, err, want)
 		}
 	}
 	if Duration(30*24*time.Hour).String() != "30d" {

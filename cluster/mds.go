@@ -21,6 +21,7 @@ import (
 	"github.com/ballast-io/ballast/cluster/console"
 	"github.com/ballast-io/ballast/cluster/ha"
 	"github.com/ballast-io/ballast/cluster/identity"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/cluster/pipeline"
 	"github.com/ballast-io/ballast/collector/layoutstats"
 	"github.com/ballast-io/ballast/models"
@@ -255,7 +256,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 	m.hub.Subscribe(m.engine.ObserveStripes)
 
-	if m.server, err = NewServer(ServerOptions{Addr: c.Listen, Role: RoleMDS, Metrics: m.set, Logger: m.logger,
+	if m.server, err = node.NewServer(ServerOptions{Addr: c.Listen, Role: RoleMDS, Metrics: m.set, Logger: m.logger,
 		Auth: c.Auth, TLS: c.TLS, HTTP: c.HTTP}); err != nil {
 		return err
 	}
@@ -263,13 +264,13 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		m.server.AddMetricsWriter(mw.WriteMetrics)
 	}
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
-	m.server.Handle(storage.PathImportPrometheus, ih, ScopeIngest)
-	m.server.Handle(storage.PathRemoteWrite, ih, ScopeIngest)
-	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}), ScopeIngest)
-	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal), ScopeQuery)
-	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus), ScopeQuery)
-	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus), ScopeQuery)
-	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()), ScopeQuery)
+	m.server.Handle(storage.PathImportPrometheus, ih, node.ScopeIngest)
+	m.server.Handle(storage.PathRemoteWrite, ih, node.ScopeIngest)
+	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}), node.ScopeIngest)
+	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal), node.ScopeQuery)
+	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus), node.ScopeQuery)
+	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus), node.ScopeQuery)
+	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()), node.ScopeQuery)
 	if m.console, err = console.New(console.Options{
 		Findings: m.journal, Actions: m.journal, Query: m.store,
 		ReportDir: m.CapacityReportDir(), ReportURL: PathCapacityReport,
@@ -277,23 +278,23 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	m.server.Handle(console.Path, m.console, ScopeQuery)
-	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound), ScopePublic)
-	m.server.Handle(PathDevicesStatus, http.HandlerFunc(m.serveDevicesStatus), ScopeQuery)
+	m.server.Handle(console.Path, m.console, node.ScopeQuery)
+	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound), node.ScopePublic)
+	m.server.Handle(PathDevicesStatus, http.HandlerFunc(m.serveDevicesStatus), node.ScopeQuery)
 	// Only the documented query API (docs/storage.md) is mounted, not all
 	// of vmselect: its cache resets and graphite deletes stay unreachable,
 	// and deleting series needs the admin scope.
 	qh := m.store.QueryHandler()
 	for _, p := range storage.QueryPaths {
-		m.server.Handle(p, qh, ScopeQuery)
+		m.server.Handle(p, qh, node.ScopeQuery)
 	}
 	for _, p := range storage.AdminPaths {
-		m.server.Handle(p, qh, ScopeAdmin)
+		m.server.Handle(p, qh, node.ScopeAdmin)
 	}
 	ah := &actionsHandler{journal: m.journal, engine: m.engine, now: m.Now}
-	m.server.Handle("GET "+PathActions, ah, ScopeQuery)
-	m.server.Handle("GET "+PathActions+"/{id}", ah, ScopeQuery)
-	m.server.Handle("POST "+PathActions+"/{id}/{verb}", ah, ScopeAct)
+	m.server.Handle("GET "+PathActions, ah, node.ScopeQuery)
+	m.server.Handle("GET "+PathActions+"/{id}", ah, node.ScopeQuery)
+	m.server.Handle("POST "+PathActions+"/{id}/{verb}", ah, node.ScopeAct)
 	if err := m.server.Start(); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/internal/cli"
 )
 
 // command is one `ballast` subcommand. Files of this package register their
@@ -50,7 +51,7 @@ func register(c *command) {
 }
 
 // errUsage marks errors caused by how the command was called; main exits 2.
-var errUsage = fmt.Errorf("usage error")
+var errUsage = cli.ErrUsage
 
 // lookup finds the longest registered command name that prefixes args.
 func lookup(args []string) (*command, []string) {
@@ -83,28 +84,12 @@ Commands:
 // newFlagSet returns a FlagSet whose --help prints usage text, then the flags
 // with their defaults, to env.stdout.
 func newFlagSet(env *cmdEnv, name, usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fs.SetOutput(env.stdout)
-		fmt.Fprintf(env.stdout, "%s\n\nFlags:\n", strings.TrimSpace(usage))
-		fs.PrintDefaults()
-		fs.SetOutput(env.stderr)
-	}
-	return fs
+	return cli.NewFlagSet(env.stdout, env.stderr, name, usage)
 }
 
 // parseFlags parses args with fs and maps flag errors to errUsage.
 // It returns flag.ErrHelp unchanged so callers exit 0 after --help.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
-}
+func parseFlags(fs *flag.FlagSet, args []string) error { return cli.ParseFlags(fs, args) }
 
 // registerClientFlags adds the flags of a command that talks to an mds:
 // a bearer token file (never the token itself: command lines are visible

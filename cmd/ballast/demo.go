@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim"
 	"github.com/ballast-io/ballast/sim/twin"
@@ -253,7 +254,7 @@ func loadRun(scenario, duration string) (*twin.Scenario, time.Duration, error) {
 	if duration == "" {
 		return sc, 0, nil
 	}
-	dur, err := cluster.ParseDuration(duration)
+	dur, err := node.ParseDuration(duration)
 	if err != nil || dur <= 0 {
 		return nil, 0, fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, duration)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
-	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
@@ -160,7 +160,7 @@ func parseDurations(s string) (map[string]time.Duration, error) {
 	}
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(kv, "=")
-		d, err := cluster.ParseDuration(v)
+		d, err := node.ParseDuration(v)
 		if !ok || k == "" || err != nil || d <= 0 {
 			return nil, fmt.Errorf("%w: --durations entry %q is not NAME=DURATION", errUsage, kv)
 		}

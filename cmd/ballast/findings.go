@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -92,7 +93,7 @@ func runFindings(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		q.Set("since", strconv.FormatInt(t.Unix(), 10))
 	}
-	rt, err := cluster.NewClientTransport(client)
+	rt, err := node.NewClientTransport(client)
 	if err != nil {
 		return err
 	}
@@ -162,7 +163,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if sec, err := strconv.ParseFloat(s, 64); err == nil {
 		return time.Unix(0, int64(sec*1e9)), nil
 	}
-	d, err := cluster.ParseDuration(s)
+	d, err := node.ParseDuration(s)
 	if err != nil || d < 0 {
 		return time.Time{}, fmt.Errorf("%q is not a duration back from now (2h), RFC 3339 or Unix seconds", s)
 	}

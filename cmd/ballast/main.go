@@ -10,12 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"runtime/debug"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/ballast-io/ballast/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -38,7 +36,7 @@ func run(args []string, env *cmdEnv) int {
 		writeTopUsage(env.stderr)
 		return 2
 	}
-	ctx, stop := signalContext()
+	ctx, stop := cli.SignalContext("ballast")
 	defer stop()
 	err := c.run(ctx, env, rest)
 	switch {
@@ -53,69 +51,12 @@ func run(args []string, env *cmdEnv) int {
 	}
 }
 
-// signalContext is cancelled on the first SIGINT or SIGTERM; a second one
-// exits at once (status 130), for an operator who does not want to wait for
-// shutdown. The returned stop function releases the signals.
-func signalContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan os.Signal, 2)
-	released := make(chan struct{})
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-ch:
-			cancel()
-		case <-released:
-			return
-		}
-		// Wait on released, not ctx: ctx is already cancelled here.
-		select {
-		case <-ch:
-			fmt.Fprintln(os.Stderr, "ballast: second signal, exiting now")
-			os.Exit(130)
-		case <-released:
-		}
-	}()
-	var once sync.Once
-	return ctx, func() {
-		once.Do(func() {
-			signal.Stop(ch)
-			close(released)
-			cancel()
-		})
-	}
-}
-
 // shutdownTimeout bounds how long a role takes to stop after a signal.
 const shutdownTimeout = 30 * time.Second
 
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	switch level {
-	case "debug":
-		l = slog.LevelDebug
-	case "warn":
-		l = slog.LevelWarn
-	case "error":
-		l = slog.LevelError
-	default:
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
+func newLogger(w io.Writer, level string) *slog.Logger { return cli.NewLogger(w, level) }
 
-func versionString() string {
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
-			}
-		}
-		return fmt.Sprintf("ballast %s, %s", v, bi.GoVersion)
-	}
-	return "ballast " + v
-}
+func versionString() string { return cli.VersionString("ballast", version) }
 
 func init() {
 	register(&command{

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 )
 
 const mdsUsage = `Usage: ballast mds [flags]
@@ -78,13 +79,13 @@ func (f *mdsFlags) load(fs *flag.FlagSet) (cluster.MDSConfig, error) {
 		case "log-level":
 			cfg.LogLevel = f.logLevel
 		case "retention":
-			d, err := cluster.ParseDuration(f.retention)
+			d, err := node.ParseDuration(f.retention)
 			if err != nil {
 				ferr = fmt.Errorf("--retention: %w", err)
 			}
 			cfg.Storage.Retention = cluster.Duration(d)
 		case "flush-interval":
-			d, err := cluster.ParseDuration(f.flushInterval)
+			d, err := node.ParseDuration(f.flushInterval)
 			if err != nil {
 				ferr = fmt.Errorf("--flush-interval: %w", err)
 			}

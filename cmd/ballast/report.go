@@ -20,6 +20,7 @@ import (
 	"github.com/ballast-io/ballast/analyzer/capacity"
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/cluster/report"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim/capacityeval"
@@ -94,7 +95,7 @@ drive_failure_risk / drive_wearout findings in --findings (JSON lines).`)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	rt, err := cluster.NewClientTransport(f.client)
+	rt, err := node.NewClientTransport(f.client)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if h.MaxConnections == 0 {
 		h.MaxConnections = d.MaxConnections
 	}
-	if err := errors.Join(h.validate(), opts.TLS.validate("tls")); err != nil {
+	if err := errors.Join(h.Validate(), opts.TLS.Validate("tls")); err != nil {
 		return nil, err
 	}
 	auth, err := NewAuthenticator(opts.Auth, opts.Role, opts.Addr, opts.Metrics, opts.Logger)

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"errors"
@@ -134,7 +134,7 @@ func IsLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (a *AuthConfig) validate() error {
+func (a *AuthConfig) Validate() error {
 	var errs []error
 	names := map[string]bool{}
 	for i, c := range a.Clients {
@@ -191,7 +191,7 @@ type TLSConfig struct {
 // Enabled reports whether the listener serves HTTPS.
 func (t *TLSConfig) Enabled() bool { return t.CertFile != "" }
 
-func (t *TLSConfig) validate(field string) error {
+func (t *TLSConfig) Validate(field string) error {
 	var errs []error
 	if (t.CertFile == "") != (t.KeyFile == "") {
 		errs = append(errs, fmt.Errorf("%s: cert_file and key_file go together (got cert_file %q, key_file %q)", field, t.CertFile, t.KeyFile))
@@ -242,7 +242,7 @@ func DefaultHTTPConfig() HTTPConfig {
 	}
 }
 
-func (h *HTTPConfig) validate() error {
+func (h *HTTPConfig) Validate() error {
 	var errs []error
 	for name, d := range map[string]Duration{"http.read_header_timeout": h.ReadHeaderTimeout, "http.read_timeout": h.ReadTimeout,
 		"http.write_timeout": h.WriteTimeout, "http.idle_timeout": h.IdleTimeout} {
@@ -284,7 +284,7 @@ type ClientConfig struct {
 	TLS             ClientTLSConfig `yaml:"tls"`
 }
 
-func (c *ClientConfig) validate(field string) error {
+func (c *ClientConfig) Validate(field string) error {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return fmt.Errorf("%s.tls: cert_file and key_file go together (got cert_file %q, key_file %q)", field, c.TLS.CertFile, c.TLS.KeyFile)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ type authClient struct {
 // listen. It fails when a token file cannot be read or holds a short
 // token, naming the file (never its content).
 func NewAuthenticator(cfg AuthConfig, role, listen string, set *metrics.Set, logger *slog.Logger) (*Authenticator, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if set == nil {

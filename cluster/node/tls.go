@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"bytes"
@@ -151,7 +151,7 @@ func (s *serverTLS) config() *tls.Config {
 // for every request ballast makes to a server that may require
 // credentials: scrapes of agents, a remote store, `ballast report`.
 func NewClientTransport(c ClientConfig) (http.RoundTripper, error) {
-	if err := c.validate("client"); err != nil {
+	if err := c.Validate("client"); err != nil {
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package cluster
+package node
 
 // ReleaseExecutablePages is Linux-only (MADV_PAGEOUT); elsewhere it does
 // nothing and returns 0.
