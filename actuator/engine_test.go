@@ -314,6 +314,39 @@ func TestEngineGuardCheckpointWindow(t *testing.T) {
 	}
 }
 
+// A burst seen under way holds non-urgent moves before any forecast
+// exists (a job's first checkpoints), and they start once it ended.
+func TestEngineGuardCheckpointBurstUnderWay(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	burst := models.Finding{ID: "checkpoint_burst:client:gpu00:1", Kind: "checkpoint_burst", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+		Severity: models.SeverityInfo, Start: t0, LastSeen: t0}
+	r.runFor(20, heat, hot, burst)
+	if len(r.moves()) == 0 {
+		t.Fatal("no move planned; want a rebalance held by the burst")
+	}
+	for _, mv := range r.moves() {
+		if !mv.Started.IsZero() {
+			t.Errorf("move %s started at %s while a checkpoint burst was under way", mv.ID, mv.Started)
+		}
+		if !strings.HasPrefix(mv.Blocked, GuardCheckpoint+":") {
+			t.Errorf("move %s held by %q; want checkpoint_window", mv.ID, mv.Blocked)
+		}
+	}
+	burst.End, burst.LastSeen = r.now, r.now
+	r.runFor(20, heat, hot, burst)
+	started := 0
+	for _, mv := range r.moves() {
+		if !mv.Started.IsZero() {
+			started++
+		}
+	}
+	if started == 0 {
+		t.Error("no move started after the burst ended")
+	}
+}
+
 func TestEngineEvacuatesToSpare(t *testing.T) {
 	m, heat := hotCluster()
 	r := newRig(t, m, testConfig(models.ModeAuto), "")

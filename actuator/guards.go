@@ -15,7 +15,7 @@ const (
 	GuardBytesHour   = "bytes_per_hour"    // budgets.max_bytes_per_hour
 	GuardDeviceBusy  = "device_busy"       // budgets.max_moves_per_device
 	GuardFileBusy    = "file_busy"         // another move of the same file is under way
-	GuardCheckpoint  = "checkpoint_window" // a predicted checkpoint burst (not for urgent actions)
+	GuardCheckpoint  = "checkpoint_window" // a predicted or ongoing checkpoint burst (not for urgent actions)
 	GuardEvacuations = "evacuations"       // budgets.max_evacuating_devices / max_draining_ds
 	GuardMinIn       = "min_in"            // never fewer devices or DSs than the widest layout needs
 	GuardOffPeak     = "off_peak"          // evacuate.off_peak
@@ -65,6 +65,12 @@ func (e *Engine) newGuards(now time.Time) *guards {
 	}
 	margin := time.Duration(e.cfg.Budgets.CheckpointMargin)
 	for _, f := range e.findings {
+		if f.Kind == "checkpoint_burst" {
+			// a burst seen under way is a checkpoint window too, also
+			// before any forecast exists (the first bursts of a job)
+			g.windows = append(g.windows, window{from: f.Start.Add(-margin), to: now.Add(margin), subject: f.Subject.String()})
+			continue
+		}
 		if f.Kind != "checkpoint_forecast" {
 			continue
 		}
@@ -123,7 +129,7 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 		dur := g.e.expectedDuration(m)
 		for _, w := range g.windows {
 			if g.now.Before(w.to) && g.now.Add(dur).After(w.from) {
-				return fmt.Sprintf("%s is predicted to checkpoint %s–%s (with checkpoint_margin); the move would take about %s", w.subject,
+				return fmt.Sprintf("%s checkpoints (predicted or under way) %s–%s (with checkpoint_margin); the move would take about %s", w.subject,
 					w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339), dur.Round(time.Second)), GuardCheckpoint
 			}
 		}

@@ -70,6 +70,9 @@ type DemoOptions struct {
 	ActionMode models.ActionMode
 	// Rebalancer replaces ballast's rebalancer (eval's baselines).
 	Rebalancer actuator.Rebalancer
+	// Observe, when set, is called after every pipeline tick with the
+	// twin locked (eval samples its remediation ground truth there).
+	Observe func(tw *twin.Twin, now time.Time)
 }
 
 // DemoProgress is one progress report.
@@ -354,6 +357,11 @@ func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 			o.Logger.Warn("layoutstats ingest failed", "err", err)
 		}
 		d.mds.Tick(ctx, now)
+		if o.Observe != nil {
+			d.twMu.Lock()
+			o.Observe(d.tw, now)
+			d.twMu.Unlock()
+		}
 		if o.Progress != nil && time.Since(lastProgress) >= o.ProgressEvery {
 			lastProgress = time.Now()
 			o.Progress(d.progress(wallStart))

@@ -17,14 +17,23 @@ import (
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
-const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] [--start T] --out DIR
+const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] [--start T] [--method M] --out DIR
 
 Runs the cluster twin (a SIMULATED cluster) with the full mds pipeline and
 every wired analyzer, then scores the findings against the twin's ground
 truth (docs/evaluation.md says how): DIR/eval.json holds, per finding kind,
 precision, recall and detection delays; checkpoint forecast errors;
 workload label accuracy; and the share of storage-caused idle GPU-seconds
-attributed to the right subject. The demo's outputs (summary.json,
+attributed to the right subject; and remediation (what the actions did to
+the twin: GPU utilisation of the jobs a hotspot hurt and how soon it came
+back, device load balance, bytes moved against the planner's lower bound,
+stripes lost on failing drives, data moved inside checkpoint bursts, the
+effect each plan measured). --method picks who acts: ballast (its
+planners), none (actions off), count-balancer (a Ceph-upmap-style stripe
+count balancer) or hottest-to-coolest (the operator's share moved from the
+hottest data server to the coolest, PEAK:AIO Lattice style); the baselines
+replace the rebalancer only and act through the same engine, guards and
+mover. The demo's outputs (summary.json,
 truth.jsonl, findings.jsonl, actions.jsonl, the store in DIR/data) are
 written beside it, with labels.jsonl and forecasts.jsonl.
 
@@ -46,6 +55,7 @@ func init() {
 type EvalReport struct {
 	sim.DemoSummary
 	Scores    score.Result  `json:"scores"`
+	Remedy    score.Remedy  `json:"remediation_scores"`
 	Command   string        `json:"command"`
 	Tolerance time.Duration `json:"tolerance_ns"`
 }
@@ -59,6 +69,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress line")
 	listen := fs.String("listen", "127.0.0.1:0", "HOST:PORT of the query API while it runs")
 	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
+	method := fs.String("method", sim.MethodBallast, "who acts: "+strings.Join(sim.Methods, ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -78,7 +89,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := evalOnce(ctx, env, sc, *seed, dur, startAt, *out, *listen, *quiet)
+	rep, err := evalOnce(ctx, env, sc, *seed, dur, startAt, *out, *listen, *method, *quiet)
 	if err != nil {
 		return err
 	}
@@ -108,14 +119,22 @@ func (n *dsNames) observe(ds []models.StripeDelta) {
 	}
 }
 
-func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, start time.Time, out, listen string, quiet bool) (*EvalReport, error) {
+func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, dur time.Duration, start time.Time, out, listen, method string, quiet bool) (*EvalReport, error) {
 	names := &dsNames{dev: map[string]string{}}
-	d, err := sim.NewDemo(sim.DemoOptions{
+	var samples []score.RemedySample
+	opts := sim.DemoOptions{
 		Scenario: sc, Seed: seed, Duration: dur, Start: start, OutDir: out, Listen: listen,
 		Progress: progressPrinter(env.stderr, quiet),
 		Logger:   newLogger(env.stderr, "warn"),
 		Version:  version,
-	})
+		Observe: func(tw *twin.Twin, now time.Time) {
+			samples = append(samples, remedySample(tw, now))
+		},
+	}
+	if err := sim.MethodOptions(&opts, method); err != nil {
+		return nil, fmt.Errorf("%w: --method: %v", errUsage, err)
+	}
+	d, err := sim.NewDemo(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +193,29 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 	if err := writeJSONL(filepath.Join(out, "forecasts.jsonl"), in.Forecasts); err != nil {
 		return nil, err
 	}
+	rin := score.RemedyInput{
+		Method: method, Truth: in.Truth, Samples: samples, Devices: tw.DeviceLoads(), End: in.End,
+		StorageIdleSeconds: storageIdle(tw.GPUStats().IdleByCause), StripesLeft: map[string]int{},
+	}
+	rin.UrgentInCheckpoints, rin.OtherInCheckpoints = tw.MigrationBytesInCheckpoints()
+	rin.LostStripes, _ = tw.LostAtFailure()
+	failed := map[string]bool{}
+	for _, t := range in.Truth {
+		if t.Kind == "drive_failed" {
+			failed[t.Subject.ID] = true
+		}
+	}
+	for _, t := range in.Truth {
+		if t.Kind == "failing_drive" && !failed[t.Subject.ID] {
+			rin.StripesLeft[t.Subject.ID] = tw.StripesOn(t.Subject.ID)
+		}
+	}
+	if rin.Actions, err = readActions(filepath.Join(out, "actions.jsonl")); err != nil {
+		return nil, err
+	}
 	// Wall-clock figures stay in summary.json: eval.json depends on the
 	// simulation only.
-	rep := &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Tolerance: in.Tolerance}
+	rep := &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Remedy: score.ScoreRemedy(rin), Tolerance: in.Tolerance}
 	rep.WallSeconds, rep.SpeedUp = 0, 0
 	return rep, nil
 }
@@ -191,6 +230,27 @@ func parseStart(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: --start %q is not RFC 3339 (e.g. 2026-01-02T15:04:05Z)", errUsage, s)
 	}
 	return t, nil
+}
+
+// remedySample reads the twin's remediation counters (ground truth).
+func remedySample(tw *twin.Twin, now time.Time) score.RemedySample {
+	dl := tw.DeviceLoads()
+	s := score.RemedySample{At: now, Jobs: tw.JobGPUSeconds(), DeviceBytes: make([]float64, len(dl)), Active: make([]bool, len(dl))}
+	for i, d := range dl {
+		s.DeviceBytes[i], s.Active[i] = d.UserBytes, d.Active
+	}
+	return s
+}
+
+// storageIdle sums the idle GPU-seconds with a storage cause.
+func storageIdle(byCause map[string]float64) float64 {
+	sum := 0.0
+	for c, v := range byCause {
+		if score.StorageCause(c) {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // twinDeviceName maps what the mds may call a device while its device
@@ -240,23 +300,31 @@ func jobNodes(sc *twin.Scenario, nodes []twin.Node) map[string][]string {
 }
 
 func readFindings(path string) ([]models.Finding, error) {
+	return readJSONL[models.Finding]("findings", path)
+}
+
+func readActions(path string) ([]models.Action, error) {
+	return readJSONL[models.Action]("actions", path)
+}
+
+func readJSONL[T any](what, path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read findings %q: %w", path, err)
+		return nil, fmt.Errorf("cannot read %s %q: %w", what, path, err)
 	}
 	defer f.Close()
-	var out []models.Finding
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for line := 1; sc.Scan(); line++ {
-		var x models.Finding
+		var x T
 		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			return nil, fmt.Errorf("cannot read findings %q: line %d: %w", path, line, err)
+			return nil, fmt.Errorf("cannot read %s %q: line %d: %w", what, path, line, err)
 		}
 		out = append(out, x)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read findings %q: %w", path, err)
+		return nil, fmt.Errorf("cannot read %s %q: %w", what, path, err)
 	}
 	return out, nil
 }
@@ -314,6 +382,10 @@ func printEval(env *cmdEnv, r *EvalReport, speedUp float64, out string) {
 	a := r.Scores.Attribution
 	fmt.Fprintf(env.stdout, "  gpu attribution      %.0f storage-caused idle GPU-s, %s attributed right; healthy idle blamed on storage %s\n",
 		float64(a.StorageIdleSeconds), fmtNum(a.Share), fmtNum(a.HealthyBlamedShare))
+	m := r.Remedy
+	fmt.Fprintf(env.stdout, "  remediation (%s)  hotspots %d, recovered ≥ %.0f %% within %s: %d of %d affected (median %s s); max/mean load after %s; bytes moved %d ÷ lower bound %d = %s; stripes lost %d (left on failing drives %d); non-urgent bytes in checkpoint bursts %.0f; effects measured %d of %d plans that acted\n",
+		m.Method, m.Hotspots, 100*score.RecoverUtil, score.RecoverWithin, m.Recovered, m.Affected, fmtNum(m.RecoverMedian), fmtNum(m.MaxMean),
+		m.BytesMoved, m.LowerBound, fmtNum(m.CostRatio), m.StripesLost, m.StripesLeft, m.CheckpointBytes, m.Measured, m.Acted)
 	fmt.Fprintf(env.stdout, "Outputs: %s/eval.json (and the demo's files beside it)\n", out)
 }
 

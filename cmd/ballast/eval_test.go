@@ -99,6 +99,7 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"eval", "--scenario", "baseline", "--out", "x", "--duration", "-5m"}, `--duration "-5m"`},
 		{[]string{"eval", "all", "--out", "x", "--durations", "mixed:1h"}, `--durations entry "mixed:1h"`},
 		{[]string{"eval", "all", "--out", "x", "--seeds", "0"}, "--seeds 0"},
+		{[]string{"eval", "--scenario", "baseline", "--out", "x", "--method", "magic"}, `remediation method "magic"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &cmdEnv{stdout: &stdout, stderr: &stderr})
@@ -134,6 +135,44 @@ func TestEvalMarkdownAggregatesSeeds(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+func TestEvalMarkdownRemediationAgainstBaselines(t *testing.T) {
+	rep := func(rec, aff, maxMean, ratio, ck float64, lost int) map[string]any {
+		var m map[string]any
+		js := fmt.Sprintf(`{"remediation_scores": {"affected_hotspots": %v, "recovered_in_time": %v, "recover_seconds_median": 120, "max_mean_after": %v,
+			"cost_ratio": %v, "rebalance_bytes_moved": 2e9, "failing_drives": 1, "stripes_lost": %d, "stripes_left": 0, "checkpoint_window_bytes": %v,
+			"urgent_checkpoint_window_bytes": 0, "plans_acted": 2, "effects_measured": 2, "verdicts": {"effective": 2}, "gpu_util": 0.9}}`, aff, rec, maxMean, ratio, lost, ck)
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	remedy := map[string][]map[string]any{
+		"mixed|ballast":        {rep(1, 1, 1.05, 1.0, 0, 0), rep(1, 1, 1.07, 1.0, 0, 0)},
+		"mixed|none":           {rep(0, 1, 3, 0, 0, 40)},
+		"mixed|count-balancer": {rep(0, 1, 2, 0, 5e9, 0)},
+	}
+	var b bytes.Buffer
+	writeRemedyMarkdown(&b, []string{"baseline", "mixed"}, remedy, 2)
+	md := b.String()
+	for _, want := range []string{
+		"| max/mean device load after rebalancing | ≤ 1.05 | – | mixed (1.06) |",
+		"| affected jobs' GPU utilisation ≥ 95 % within 5 min of a hotspot's onset | every affected hotspot | mixed | – |",
+		"| stripes lost on a failing drive (or left on it at the end) | 0 | mixed | – |",
+		"| mixed | none | 0 / 1 |",
+		"| mixed | count-balancer | 0 / 1 |",
+		"| mixed | hottest-to-coolest | no run finished |",
+		"| mixed | ballast | 2 / 2 | 120 ± 0 |",
+		"| 5.0 ± 0.0 (0.0 ± 0.0) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| baseline |") {
+		t.Errorf("baseline has nothing to remediate and must not be listed:\n%s", md)
 	}
 }
 

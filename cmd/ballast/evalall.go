@@ -17,7 +17,9 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/ballast-io/ballast/actuator/plan"
 	"github.com/ballast-io/ballast/cluster/node"
+	"github.com/ballast-io/ballast/sim"
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
@@ -75,6 +77,7 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 	type run struct {
 		scenario string
 		seed     int
+		method   string // "" the detection run (ballast acting)
 		dir      string
 		err      error
 		rep      map[string]any
@@ -83,6 +86,20 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 	for _, n := range names {
 		for s := 1; s <= *seeds; s++ {
 			runs = append(runs, &run{scenario: n, seed: s, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d", n, s))})
+		}
+	}
+	// the remediation baselines, on the scenarios with something to fix
+	for _, n := range names {
+		if !remedyScenario(n) {
+			continue
+		}
+		for _, m := range sim.Methods {
+			if m == sim.MethodBallast {
+				continue
+			}
+			for s := 1; s <= *seeds; s++ {
+				runs = append(runs, &run{scenario: n, seed: s, method: m, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d-%s", n, s, m))})
+			}
 		}
 	}
 	start := time.Now()
@@ -95,6 +112,9 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			a := []string{"eval", "--scenario", r.scenario, "--seed", strconv.Itoa(r.seed), "--out", r.dir, "--quiet"}
+			if r.method != "" {
+				a = append(a, "--method", r.method)
+			}
 			if d, ok := durations[r.scenario]; ok {
 				a = append(a, "--duration", d.String())
 			}
@@ -102,7 +122,7 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Run(); err != nil {
-				r.err = fmt.Errorf("cannot evaluate %s seed %d: %w: %s", r.scenario, r.seed, err, lastLines(stderr.String(), 5))
+				r.err = fmt.Errorf("cannot evaluate %s seed %d %s: %w: %s", r.scenario, r.seed, r.method, err, lastLines(stderr.String(), 5))
 			} else {
 				if r.rep, r.err = readEvalJSON(filepath.Join(r.dir, "eval.json")); r.err == nil {
 					// the wall-clock speed-up lives in summary.json
@@ -111,23 +131,30 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 			}
 			mu.Lock()
 			done++
-			fmt.Fprintf(env.stderr, "[%d/%d] %s seed %d done after %s\n", done, len(runs), r.scenario, r.seed, time.Since(start).Round(time.Second))
+			fmt.Fprintf(env.stderr, "[%d/%d] %s seed %d %s done after %s\n", done, len(runs), r.scenario, r.seed, r.method, time.Since(start).Round(time.Second))
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	reps := map[string][]map[string]any{}
+	remedy := map[string][]map[string]any{} // scenario|method
 	var errs []string
 	for _, r := range runs {
 		if r.err != nil {
 			errs = append(errs, r.err.Error())
 			continue
 		}
-		reps[r.scenario] = append(reps[r.scenario], r.rep)
+		m := r.method
+		if m == "" {
+			reps[r.scenario] = append(reps[r.scenario], r.rep)
+			m = sim.MethodBallast
+		}
+		remedy[r.scenario+"|"+m] = append(remedy[r.scenario+"|"+m], r.rep)
 	}
 	var md bytes.Buffer
 	cmdLine := "ballast eval all " + strings.Join(args, " ")
 	writeEvalMarkdown(&md, cmdLine, names, reps, durations, *seeds, *jobs, time.Since(start))
+	writeRemedyMarkdown(&md, names, remedy, *seeds)
 	if len(errs) > 0 {
 		fmt.Fprintf(&md, "\n## Runs that failed\n\n")
 		for _, e := range errs {
@@ -337,6 +364,154 @@ func writeEvalMarkdown(w *bytes.Buffer, cmdLine string, names []string, reps map
 		}
 		if len(lines) > 0 {
 			fmt.Fprintf(w, "**%s**\n\n%s\n\n", n, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// remedyScenarios are the scenarios scored for remediation against the
+// baselines (issue 11): a hot shard, a failing drive, colliding
+// checkpoints, and all of them at once.
+var remedyScenarios = []string{"hot-shard", "failing-drive", "checkpoint-storm", "mixed"}
+
+func remedyScenario(n string) bool {
+	for _, x := range remedyScenarios {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// remedyTarget is one of issue 11's targets, checked on ballast's runs.
+type remedyTarget struct {
+	name, goal string
+	// value reads the aggregated number from a scenario's runs; ok is
+	// false where the scenario does not define it
+	value func(rs []map[string]any) (float64, bool)
+	ok    func(float64) bool
+}
+
+func sumField(rs []map[string]any, f string) (float64, int) {
+	sum, n := 0.0, 0
+	for _, r := range rs {
+		if v, ok := field(r, "remediation_scores", f); ok {
+			sum += v
+			n++
+		}
+	}
+	return sum, n
+}
+
+var remedyTargets = []remedyTarget{
+	{"affected jobs' GPU utilisation ≥ 95 % within 5 min of a hotspot's onset", "every affected hotspot", func(rs []map[string]any) (float64, bool) {
+		rec, _ := sumField(rs, "recovered_in_time")
+		aff, _ := sumField(rs, "affected_hotspots")
+		return rec / aff, aff > 0
+	}, func(v float64) bool { return v >= 1 }},
+	{"max/mean device load after rebalancing", "≤ 1.05", func(rs []map[string]any) (float64, bool) {
+		a := aggregate(rs, "remediation_scores", "max_mean_after")
+		return a.mean, a.n > 0
+	}, func(v float64) bool { return v <= 1.05 }},
+	{"bytes moved ÷ the planner's lower bound", "≤ 1.1", func(rs []map[string]any) (float64, bool) {
+		a := aggregate(rs, "remediation_scores", "cost_ratio")
+		return a.mean, a.n > 0
+	}, func(v float64) bool { return v <= 1.1 }},
+	{"stripes lost on a failing drive (or left on it at the end)", "0", func(rs []map[string]any) (float64, bool) {
+		fd, _ := sumField(rs, "failing_drives")
+		lost, _ := sumField(rs, "stripes_lost")
+		left, _ := sumField(rs, "stripes_left")
+		return lost + left, fd > 0
+	}, func(v float64) bool { return v == 0 }},
+	{"bytes moved inside checkpoint bursts by non-urgent actions", "0", func(rs []map[string]any) (float64, bool) {
+		v, n := sumField(rs, "checkpoint_window_bytes")
+		return v, n > 0
+	}, func(v float64) bool { return v == 0 }},
+	{"plans that acted with a measured effect", "all", func(rs []map[string]any) (float64, bool) {
+		m, _ := sumField(rs, "effects_measured")
+		a, _ := sumField(rs, "plans_acted")
+		return m / a, a > 0
+	}, func(v float64) bool { return v >= 1 }},
+}
+
+// writeRemedyMarkdown writes the remediation section: ballast's planner
+// against no action and the two baselines on the same scenarios and seeds.
+func writeRemedyMarkdown(w *bytes.Buffer, names []string, remedy map[string][]map[string]any, seeds int) {
+	var scs []string
+	for _, n := range names {
+		if remedyScenario(n) {
+			scs = append(scs, n)
+		}
+	}
+	if len(scs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## Remediation (issue 11)\n\n")
+	fmt.Fprintf(w, "What the actions did to the twin (**simulated**), seeds 1..%d, scored on the twin's ground truth ([evaluation.md](evaluation.md#remediation)). Methods, each in its own run of the same scenario and seed: **none** (actions off); **%s** (Ceph-upmap style: equalise stripes per device, ±%d, %d moves per plan); **%s** (the operator's rebalance of PEAK:AIO Lattice: the share of the hottest data server's bytes that evens it with the coolest, moved there in listing order); **ballast** (its load-aware planner). The baselines replace the rebalancer only: their plans are triggered by the same findings and go through the same engine, guards, mover contract and twin costs; drives at risk are evacuated by ballast's planner in every method but none.\n\n",
+		seeds, sim.MethodCount, plan.CountDeviation, plan.CountMovesPerRound, sim.MethodHotToCool)
+	fmt.Fprintf(w, "### Targets (ballast's planner)\n\n| target | goal | scenarios meeting it | missed in |\n|---|---|---|---|\n")
+	for _, t := range remedyTargets {
+		var met, missed []string
+		for _, n := range scs {
+			v, ok := t.value(remedy[n+"|"+sim.MethodBallast])
+			if !ok {
+				continue
+			}
+			if t.ok(v) {
+				met = append(met, n)
+			} else {
+				missed = append(missed, fmt.Sprintf("%s (%.3g)", n, v))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.name, t.goal, orDash(strings.Join(met, ", ")), orDash(strings.Join(missed, ", ")))
+	}
+	fmt.Fprintf(w, "\nA scenario is listed only where it defines the value (no hotspot, no failing drive, no plan that moved data).\n\n")
+	fmt.Fprintf(w, "### Per scenario and method\n\n")
+	fmt.Fprintf(w, "Recovered: hotspot onsets whose affected jobs were back at ≥ 95 %% GPU utilisation (outside checkpoint pauses) within 5 min and stayed there, of the onsets that hurt a job, summed over seeds; time to recover: median over those onsets (– when most never recovered). Affected util: those jobs from onset + 5 min to the hotspot's end. Max/mean: device user load over the last 5 min of the hotspot (or of the run). Moved ÷ bound: rebalance bytes ÷ the lower bound ballast's planner computes on the same snapshot. Lost/left: stripes on a failing drive when it failed / at the end of a run it outlived. Stall: GPU idle with a storage cause. Ckpt bytes: bytes copies and read-backs of non-urgent actions moved during checkpoint bursts (urgent ones in brackets). Effects: plans that moved data and measured a verdict.\n\n")
+	fmt.Fprintf(w, "| scenario | method | recovered ≤ 5 min | time to recover s | affected util | GPU util | max/mean | rebalance GB moved | moved ÷ bound | evacuated GB | lost / left | stall GPU-s | ckpt GB (urgent) | effects measured | verdicts |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, n := range scs {
+		for _, m := range sim.Methods {
+			rs := remedy[n+"|"+m]
+			if len(rs) == 0 {
+				fmt.Fprintf(w, "| %s | %s | no run finished |  |  |  |  |  |  |  |  |  |  |  |  |\n", n, m)
+				continue
+			}
+			a := func(f string, prec int) string { return aggregate(rs, "remediation_scores", f).fmt(prec, len(rs)) }
+			rec, _ := sumField(rs, "recovered_in_time")
+			aff, _ := sumField(rs, "affected_hotspots")
+			recS := "–"
+			if aff > 0 {
+				recS = fmt.Sprintf("%.0f / %.0f", rec, aff)
+			}
+			gb := func(f string) string {
+				x := aggregate(rs, "remediation_scores", f)
+				x.mean, x.sd = x.mean/1e9, x.sd/1e9
+				return x.fmt(1, len(rs))
+			}
+			lost, _ := sumField(rs, "stripes_lost")
+			left, _ := sumField(rs, "stripes_left")
+			fd, _ := sumField(rs, "failing_drives")
+			ll := "–"
+			if fd > 0 {
+				ll = fmt.Sprintf("%.0f / %.0f", lost, left)
+			}
+			meas, _ := sumField(rs, "effects_measured")
+			acted, _ := sumField(rs, "plans_acted")
+			verd := map[string]int{}
+			for _, r := range rs {
+				vs, _ := r["remediation_scores"].(map[string]any)["verdicts"].(map[string]any)
+				for k, v := range vs {
+					f, _ := v.(float64)
+					verd[k] += int(f)
+				}
+			}
+			var vl []string
+			for _, k := range sortedKeys(verd) {
+				vl = append(vl, fmt.Sprintf("%s %d", k, verd[k]))
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) | %.0f / %.0f | %s |\n", n, m, recS,
+				a("recover_seconds_median", 0), a("affected_util_after", 3), a("gpu_util", 3), a("max_mean_after", 2),
+				gb("rebalance_bytes_moved"), a("cost_ratio", 2), gb("evacuated_bytes"), ll, a("storage_stall_gpu_seconds", 0),
+				gb("checkpoint_window_bytes"), gb("urgent_checkpoint_window_bytes"), meas, acted, orDash(strings.Join(vl, ", ")))
 		}
 	}
 }

@@ -161,6 +161,9 @@ func (n Num) MarshalJSON() ([]byte, error) {
 // starvationKind is the finding kind of analyzer/starvation.
 const starvationKind = "gpu_starvation"
 
+// StorageCause reports whether a gpu_idle cause is a storage one.
+func StorageCause(cause string) bool { return storageCauses[cause] }
+
 // storageCauses are the gpu_idle causes a storage subject is responsible for.
 var storageCauses = map[string]bool{"device": true, "ds_nic": true, "port": true, "client_nic": true,
 	"io_error": true, "node_down": true, "read_ahead": true}

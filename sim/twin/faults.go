@@ -231,6 +231,12 @@ func (t *Twin) endFault(i int, now float64) {
 		dv := &t.dev[fs.dev]
 		t.degrade(fs, 1, now)
 		dv.failed = true
+		for s := range t.stripes {
+			if t.stripes[s].dev == fs.dev && t.holds(int32(s)) {
+				t.lostStripes++
+				t.lostBytes += t.stripes[s].bytes
+			}
+		}
 		t.openTruth("drive_failed", t.deviceSubject(fs.dev), now, map[string]any{"ds": t.ds[dv.ds].name})
 	case FaultSlowDrive:
 		t.dev[fs.dev].health = 1

@@ -369,6 +369,7 @@ func (t *Twin) updateDevices() {
 // settleFlows books every flow's bytes on streams, counters and records.
 func (t *Twin) settleFlows(now float64) {
 	rtt := t.sc.Topology.NetRTTMicros * 1e-3 // ms
+	ck := t.checkpointing()
 	for i := range t.flows {
 		f := &t.flows[i]
 		switch f.src {
@@ -379,6 +380,9 @@ func (t *Twin) settleFlows(now float64) {
 			t.bookDevice(m.dst, f.served, 1<<20, true)
 			t.dev[m.dst].used += f.served
 			t.migBytes[b2i(m.urgent)] += f.served
+			if ck {
+				t.migInCk[b2i(m.urgent)] += f.served
+			}
 			continue
 		case srcVerify:
 			m := &t.migs[f.owner]
@@ -389,6 +393,9 @@ func (t *Twin) settleFlows(now float64) {
 			}
 			t.bookDevice(f.dev, f.served, 1<<20, false)
 			t.migBytes[b2i(m.urgent)] += f.served
+			if ck {
+				t.migInCk[b2i(m.urgent)] += f.served
+			}
 			continue
 		case srcFill:
 			dv := &t.dev[f.dev]
@@ -426,6 +433,9 @@ func (t *Twin) settleFlows(now float64) {
 		}
 		good := f.served / f.amp
 		st.got += good
+		if f.dev >= 0 {
+			t.dev[f.dev].userBytes += f.served
+		}
 		if capLoss := f.want - f.demand; capLoss > 1e-9*f.want {
 			if f.slowNet >= 0 {
 				t.noteLoss(st, capLoss/f.amp, t.causeOfRes(f.slowNet), f.slowNet)

@@ -94,6 +94,13 @@ type Twin struct {
 	busySec    float64
 	allocSec   float64
 	ioErrors   float64
+
+	// remediation scoring (ground truth, never shown to ballast): bytes
+	// copies and read-backs moved while a checkpoint burst was on,
+	// [other, urgent]; components with data on a drive when it failed
+	migInCk     [2]float64
+	lostStripes int
+	lostBytes   float64
 }
 
 type dsNode struct {
@@ -138,6 +145,10 @@ type device struct {
 	endurance       float64 // bytes
 	ageHours        float64
 
+	// userBytes counts the bytes user I/O moved on the device since
+	// the start (reads and writes of jobs, not copies): remediation
+	// scoring's device load
+	userBytes float64
 	// diskstats counters since boot (fractional, rendered as integers)
 	rdOps, rdBytes, rdMs, wrOps, wrBytes, wrMs, ioMs, wIoMs float64
 	inflight                                                float64

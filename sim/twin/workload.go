@@ -69,6 +69,10 @@ type job struct {
 	ckRec    int
 	ckWriter int32 // first writer stream
 	ckFailed string
+
+	// GPU-seconds of the job's GPUs (remediation scoring): allocated,
+	// busy, and paused for a synchronous checkpoint
+	allocSec, busySec, pauseSec float64
 }
 
 func (t *Twin) buildJobs(poolIdx map[string]int32) error {
@@ -400,7 +404,9 @@ func (t *Twin) settleJobs(now float64) {
 			gp.pcieRx += got
 			gp.lastRx = got
 			t.allocSec += dt
+			j.allocSec += dt
 			if paused {
+				j.pauseSec += dt
 				gp.busy = 0
 				gp.energyJ += gpuIdleWatts * dt
 				t.addIdle(causeCheckpoint, len(t.resCap)+ji, dt)
@@ -416,6 +422,7 @@ func (t *Twin) settleJobs(now float64) {
 			gp.busy = busy
 			gp.busySec += busy * dt
 			t.busySec += busy * dt
+			j.busySec += busy * dt
 			gp.energyJ += (gpuIdleWatts + (gpuBusyWatts-gpuIdleWatts)*busy) * dt
 			idle := (1 - busy) * dt
 			if idle <= 1e-12 {

@@ -1,8 +1,9 @@
 // Command benchsections regenerates the BENCHMARKS.md sections that come
 // from Go benchmarks and whole-system runs outside the foundation harness:
 // the cluster twin (with and without the pipeline), LAYOUTSTATS ingest,
-// the analyzers, the agent's overhead against node_exporter, and the remote
-// store against a VictoriaMetrics cluster (remote.go). Each
+// the analyzers, the agent's overhead against node_exporter, the remote
+// store against a VictoriaMetrics cluster (remote.go), the fleet at scale
+// (scale.go) and remediation planning (actuator.go). Each
 // section sits between <!-- BEGIN name --> and <!-- END name --> markers
 // and is rewritten whole; the rest of the file is kept.
 //
@@ -28,7 +29,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -46,6 +47,7 @@ func main() {
 		{"agent", agentSection},
 		{"remote", remoteSection},
 		{"scale", scaleSection},
+		{"actuator", actuatorSection},
 	}
 	failed := false
 	for _, s := range sections {
