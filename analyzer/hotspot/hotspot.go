@@ -31,17 +31,31 @@ const Kind = "hotspot"
 // Metric indexes the load measures a subject is compared on.
 type Metric int
 
-// The load measures, in evidence order.
+// The load measures, in evidence order. IOPS and BytesPerSec are totals for
+// callers that cannot tell directions apart; the Read and Write measures
+// compare each direction with the same direction of the peers, so a
+// checkpoint's writes are never weighed against another device's reads.
 const (
 	IOPS Metric = iota
 	BytesPerSec
 	Utilization
 	Latency
+	ReadIOPS
+	ReadBytesPerSec
+	WriteIOPS
+	WriteBytesPerSec
 	numMetrics
 )
 
-var metricNames = [numMetrics]string{"iops", "bytes_per_second", "utilization", "latency_seconds"}
-var metricUnits = [numMetrics]string{"1/s", "B/s", "ratio", "s"}
+var metricNames = [numMetrics]string{"iops", "bytes_per_second", "utilization", "latency_seconds",
+	"read_iops", "read_bytes_per_second", "write_iops", "write_bytes_per_second"}
+var metricUnits = [numMetrics]string{"1/s", "B/s", "ratio", "s", "1/s", "B/s", "1/s", "B/s"}
+
+// isWrite reports whether m measures writes.
+func (m Metric) isWrite() bool { return m == WriteIOPS || m == WriteBytesPerSec }
+
+// isLoad reports whether m measures load (not latency, a symptom).
+func (m Metric) isLoad() bool { return m != Latency }
 
 // String names the metric as it appears in evidence.
 func (m Metric) String() string { return metricNames[m] }
@@ -86,7 +100,8 @@ type Options struct {
 	MinPeers   int           // peers needed for a fair share [5]
 	// Floors are absolute minimums below which a measure never counts as
 	// hot, so an idle cluster's 3 IOPS against 1 is not a hotspot
-	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency]. A subject whose
+	// [50 IOPS, 10 MB/s, 0.3 utilisation, 2 ms latency; the directional
+	// measures take the floors of IOPS and BytesPerSec]. A subject whose
 	// utilisation is known and below its floor is never hot.
 	Floors [numMetrics]float64
 	// WarningRatio is the load / median at which severity is warning, else
@@ -107,6 +122,12 @@ type Options struct {
 	// stripe on a device with room to spare harms nobody [0.5].
 	StripeDeviceUtil float64
 	MinStripeShare   float64 // smallest share of a device's heat for a stripe to be named [0.02]
+	// WriteEnterRatio and WriteExitRatio replace EnterRatio and ExitRatio
+	// for the write measures [3, 2]. Writes come in whole layout
+	// components: a checkpoint whose ranks' files put two components on
+	// some devices of its pool and one on the rest writes the former at
+	// 2× the median, and that is the layout, not a hotspot.
+	WriteEnterRatio, WriteExitRatio float64
 }
 
 func (o Options) withDefaults() Options {
@@ -125,7 +146,9 @@ func (o Options) withDefaults() Options {
 	def(&o.StripeEnterRatio, 3)
 	def(&o.StripeExitRatio, 2)
 	def(&o.StripeDeviceUtil, 0.5)
-	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002} {
+	def(&o.WriteEnterRatio, 3)
+	def(&o.WriteExitRatio, 2)
+	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002, 50, 10e6, 50, 10e6} {
 		def(&o.Floors[i], d)
 	}
 	dur := func(v *time.Duration, d time.Duration) {
@@ -157,6 +180,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("invalid hotspot options: ExitScore %v is above EnterScore %v", o.ExitScore, o.EnterScore)
 	case o.ExitRatio > o.EnterRatio:
 		return fmt.Errorf("invalid hotspot options: ExitRatio %v is above EnterRatio %v", o.ExitRatio, o.EnterRatio)
+	case o.WriteExitRatio > o.WriteEnterRatio:
+		return fmt.Errorf("invalid hotspot options: WriteExitRatio %v is above WriteEnterRatio %v", o.WriteExitRatio, o.WriteEnterRatio)
 	case o.StripeExitRatio > o.StripeEnterRatio:
 		return fmt.Errorf("invalid hotspot options: StripeExitRatio %v is above StripeEnterRatio %v", o.StripeExitRatio, o.StripeEnterRatio)
 	case o.EnterRatio < 1:
@@ -427,13 +452,21 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 			var z, r [numMetrics]float64
 			for m := range numMetrics {
 				if v := l.Values[m]; ok[m] && v >= d.opts.Floors[m] {
-					e[m], s[m], z[m], r[m] = d.judge(v, med[m], mad[m], d.opts.EnterRatio, d.opts.ExitRatio)
+					enterR, exitR := d.opts.EnterRatio, d.opts.ExitRatio
+					if Metric(m).isWrite() {
+						enterR, exitR = d.opts.WriteEnterRatio, d.opts.WriteExitRatio
+					}
+					e[m], s[m], z[m], r[m] = d.judge(v, med[m], mad[m], enterR, exitR)
 				}
 			}
 			// Latency is a symptom, not load: alone (a degrading drive) it
 			// opens nothing; with a load measure in the band it counts.
-			loadE := e[IOPS] || e[BytesPerSec] || e[Utilization]
-			stay := s[IOPS] || s[BytesPerSec] || s[Utilization]
+			loadE, stay := false, false
+			for m := range numMetrics {
+				if Metric(m).isLoad() {
+					loadE, stay = loadE || e[m], stay || s[m]
+				}
+			}
 			enter := loadE || (e[Latency] && stay)
 			// A subject whose utilisation is known and low is not hot,
 			// however far above its peers: in a quiet cluster a little

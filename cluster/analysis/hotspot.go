@@ -14,10 +14,12 @@ import (
 // or DS.
 type subjectLoad struct {
 	subject           models.Subject
-	ops, bytes        float64 // completed, per second
-	completion        float64 // Σ completion time of reads, seconds
-	opsDone           float64 // Σ completed reads
-	notDeliveredBytes float64 // per second
+	pool              string     // the pool of its DS, "" when unknown
+	ops, bytes        float64    // completed, per second, both directions
+	dirOps, dirBytes  [2]float64 // the same, read and write apart
+	completion        float64    // Σ completion time of reads, seconds
+	opsDone           float64    // Σ completed reads
+	notDeliveredBytes float64    // per second
 }
 
 // latency is the mean completion time of the tick's reads; NaN when none
@@ -38,12 +40,12 @@ func (l *subjectLoad) latency() float64 {
 // and silent now are listed with zero load: idle peers belong in the fair
 // share.
 type loadTracker struct {
-	known map[models.Subject]bool
+	known map[models.Subject]string // subject → its pool ("" unknown)
 }
 
-func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
+func (t *loadTracker) loads(deltas []models.StripeDelta, pools map[string]string) []*subjectLoad {
 	if t.known == nil {
-		t.known = map[models.Subject]bool{}
+		t.known = map[models.Subject]string{}
 	}
 	by := map[models.Subject]*subjectLoad{}
 	get := func(s models.Subject) *subjectLoad {
@@ -66,20 +68,30 @@ func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
 				continue
 			}
 			l := get(s)
-			for _, io := range [2]*models.StripeIO{&d.Read, &d.Write} {
-				l.ops += float64(io.OpsCompleted) / sec
-				l.bytes += float64(io.BytesCompleted) / sec
+			if p := pools[d.DS]; p != "" {
+				l.pool = p
+			}
+			for dir, io := range [2]*models.StripeIO{&d.Read, &d.Write} {
+				ops, b := float64(io.OpsCompleted)/sec, float64(io.BytesCompleted)/sec
+				l.ops += ops
+				l.bytes += b
+				l.dirOps[dir] += ops
+				l.dirBytes[dir] += b
 				l.notDeliveredBytes += float64(io.BytesNotDelivered) / sec
 			}
 			l.completion += d.Read.CompletionTime.Seconds()
 			l.opsDone += float64(d.Read.OpsCompleted)
 		}
 	}
-	for s := range by {
-		t.known[s] = true
+	for s, l := range by {
+		if l.pool != "" || t.known[s] == "" {
+			t.known[s] = l.pool
+		}
 	}
-	for s := range t.known {
-		get(s)
+	for s, pool := range t.known {
+		if l := get(s); l.pool == "" {
+			l.pool = pool
+		}
 	}
 	out := make([]*subjectLoad, 0, len(by))
 	for _, l := range by {
@@ -89,24 +101,33 @@ func (t *loadTracker) loads(deltas []models.StripeDelta) []*subjectLoad {
 	return out
 }
 
-// quorum reports, per subject kind, whether at least half of the known
-// subjects served I/O in the tick. A fair share needs a busy cluster: while
+// peerGroup is the set of subjects compared with each other: one kind in
+// one pool (tier). Devices of a capacity tier that only take checkpoints
+// are not the peers of the fast tier's drives that serve reads.
+type peerGroup struct {
+	kind models.SubjectKind
+	pool string
+}
+
+// readQuorum reports, per peer group, whether at least half of its known
+// subjects served reads in the tick. A fair share needs a busy group: while
 // most devices are idle or stalled (a lost DS holds up every stream that
 // touches it) the peer median is near zero, any device still serving is
 // "∞× its peers", and without the drives' utilisation (which the analyzer
 // would use to dismiss it) that would be a false hotspot. Such ticks are
-// not judged.
-func quorum(loads []*subjectLoad) map[models.SubjectKind]bool {
-	total, active := map[models.SubjectKind]int{}, map[models.SubjectKind]int{}
+// not judged on reads.
+func readQuorum(loads []*subjectLoad) map[peerGroup]bool {
+	total, active := map[peerGroup]int{}, map[peerGroup]int{}
 	for _, l := range loads {
-		total[l.subject.Kind]++
-		if l.bytes > 0 {
-			active[l.subject.Kind]++
+		g := peerGroup{l.subject.Kind, l.pool}
+		total[g]++
+		if l.dirBytes[0] > 0 {
+			active[g]++
 		}
 	}
-	out := map[models.SubjectKind]bool{}
-	for k, n := range total {
-		out[k] = 2*active[k] >= n
+	out := map[peerGroup]bool{}
+	for g, n := range total {
+		out[g] = 2*active[g] >= n
 	}
 	return out
 }
@@ -144,17 +165,27 @@ func newHotspotStage(a *Analysis) (*hotspotStage, error) {
 func (h *hotspotStage) Name() string { return "hotspot" }
 
 func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, error) {
-	h.loads = h.tracker.loads(h.a.stripes.tick)
+	h.loads = h.tracker.loads(h.a.stripes.tick, h.a.ident.Pools())
 	in := hotspot.Input{Stripes: h.a.stripes.tick, Loads: make([]hotspot.Load, 0, len(h.loads))}
-	busy := quorum(h.loads)
+	reads := readQuorum(h.loads)
 	for _, l := range h.loads {
-		if !busy[l.subject.Kind] {
-			continue
+		// Peers are the same kind in the same pool, each direction
+		// compared with the same direction: reads with reads (while half
+		// the group serves reads), writes with the writes of the peers
+		// that write (zero is unknown, not an idle peer: a checkpoint
+		// writes some devices of a pool and none of the others), so a
+		// checkpoint into one tier never makes its devices hot against
+		// another tier's readers.
+		ld := hotspot.NewLoad(l.subject, l.pool)
+		if reads[peerGroup{l.subject.Kind, l.pool}] {
+			ld.Values[hotspot.ReadIOPS] = l.dirOps[0]
+			ld.Values[hotspot.ReadBytesPerSec] = l.dirBytes[0]
+			ld.Values[hotspot.Latency] = l.latency()
 		}
-		ld := hotspot.NewLoad(l.subject, "")
-		ld.Values[hotspot.IOPS] = l.ops
-		ld.Values[hotspot.BytesPerSec] = l.bytes
-		ld.Values[hotspot.Latency] = l.latency()
+		if l.dirBytes[1] > 0 {
+			ld.Values[hotspot.WriteIOPS] = l.dirOps[1]
+			ld.Values[hotspot.WriteBytesPerSec] = l.dirBytes[1]
+		}
 		in.Loads = append(in.Loads, ld)
 	}
 	if err := h.det.Observe(now, in); err != nil {

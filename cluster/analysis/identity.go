@@ -31,7 +31,17 @@ type identityStage struct {
 	a         *Analysis
 	nextMount time.Time
 	instance  map[string]string // scrape instance → node
+	pools     map[string]string // DS node → its pool, from the pool target label
 }
+
+// PoolLabel is the target label that names a data server's pool (tier),
+// set by the scrape configuration (a file_sd label) as the capacity
+// report and the dashboards read it.
+const PoolLabel = "pool"
+
+// Pools maps each DS (node) whose agent's `up` carries the pool target
+// label to its pool. Without the label every device is in one pool "".
+func (s *identityStage) Pools() map[string]string { return s.pools }
 
 func (s *identityStage) Name() string { return "identity" }
 
@@ -65,6 +75,12 @@ func (s *identityStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 		node := sr.Label("node")
 		if node == "" {
 			node = s.instance[sr.Label("instance")]
+		}
+		if p := sr.Label(PoolLabel); p != "" && node != "" {
+			if s.pools == nil {
+				s.pools = map[string]string{}
+			}
+			s.pools[node] = p
 		}
 		t.ObserveAgent(node, v == 1)
 	}

@@ -2,7 +2,9 @@ package analysis
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func TestLoadTrackerSumsDeltasPerDeviceAndDS(t *testing.T) {
 		delta("d1", "10.0.0.1:2049", 10*time.Second, 100, 1000, 500, 0, 200*time.Millisecond),
 		delta("d1", "10.0.0.1:2049", 5*time.Second, 100, 1000, 0, 50, 600*time.Millisecond),
 		delta("d2", "10.0.0.1:2049", 10*time.Second, 0, 0, 0, 0, 0),
-	})
+	}, map[string]string{"10.0.0.1:2049": "fast"})
 	got := map[string]*subjectLoad{}
 	for _, l := range ls {
 		got[l.subject.String()] = l
@@ -46,31 +48,39 @@ func TestLoadTrackerSumsDeltasPerDeviceAndDS(t *testing.T) {
 	if ds := got["ds:10.0.0.1:2049"]; ds == nil || ds.bytes != 350 {
 		t.Errorf("ds %+v; want bytes 350/s", ds)
 	}
+	if d1.dirBytes != [2]float64{100 + 200, 50} || d1.pool != "fast" {
+		t.Errorf("d1 per direction %v in pool %q; want reads 300/s, writes 50/s in fast", d1.dirBytes, d1.pool)
+	}
 	if d2 := got["device:d2"]; d2 == nil || !math.IsNaN(d2.latency()) {
 		t.Errorf("d2 %+v; want listed with unknown latency", d2)
 	}
 	// A silent tick keeps the known subjects, at zero.
-	ls = tr.loads(nil)
-	if len(ls) != 3 || ls[0].bytes != 0 {
-		t.Errorf("silent tick: %d loads, first %+v; want 3 at zero", len(ls), ls[0])
+	ls = tr.loads(nil, nil)
+	if len(ls) != 3 || ls[0].bytes != 0 || ls[0].pool != "fast" {
+		t.Errorf("silent tick: %d loads, first %+v; want 3 at zero, still in pool fast", len(ls), ls[0])
 	}
-	if q := quorum(ls); q[models.SubjectDevice] || q[models.SubjectDS] {
+	if q := readQuorum(ls); q[peerGroup{models.SubjectDevice, "fast"}] || q[peerGroup{models.SubjectDS, "fast"}] {
 		t.Errorf("quorum on a silent tick %v; want none", q)
 	}
 }
 
 func TestQuorumNeedsHalfTheSubjectsBusy(t *testing.T) {
-	mk := func(kind models.SubjectKind, bytes ...float64) []*subjectLoad {
+	mk := func(kind models.SubjectKind, pool string, bytes ...float64) []*subjectLoad {
 		var out []*subjectLoad
 		for i, b := range bytes {
-			out = append(out, &subjectLoad{subject: models.Subject{Kind: kind, ID: string(rune('a' + i))}, bytes: b})
+			out = append(out, &subjectLoad{subject: models.Subject{Kind: kind, ID: pool + string(rune('a'+i))}, pool: pool, bytes: b, dirBytes: [2]float64{b, 0}})
 		}
 		return out
 	}
-	ls := append(mk(models.SubjectDevice, 5, 0, 0, 7), mk(models.SubjectDS, 0, 0, 1)...)
-	q := quorum(ls)
-	if !q[models.SubjectDevice] || q[models.SubjectDS] {
-		t.Errorf("quorum %v; want devices (2 of 4 busy) judged, DSs (1 of 3) not", q)
+	ls := append(mk(models.SubjectDevice, "", 5, 0, 0, 7), mk(models.SubjectDS, "", 0, 0, 1)...)
+	// A checkpoint pool: written, not read.
+	ck := mk(models.SubjectDevice, "ckpt", 0, 0, 0, 0)
+	for _, l := range ck {
+		l.bytes, l.dirBytes[1] = 9e9, 9e9
+	}
+	q := readQuorum(append(ls, ck...))
+	if !q[peerGroup{models.SubjectDevice, ""}] || q[peerGroup{models.SubjectDS, ""}] || q[peerGroup{models.SubjectDevice, "ckpt"}] {
+		t.Errorf("quorum %v; want devices (2 of 4 read) judged, DSs (1 of 3) and the written-only pool not", q)
 	}
 }
 
@@ -276,7 +286,7 @@ func TestIdentityNamesDeltasAndTheLostDS(t *testing.T) {
 			series("", 1, "node", "ds01", "instance", "10.0.0.1:9751", "device", "nvme0n1", "mountpoint", "/export/nvme0n1"),
 			series("", 1, "node", "ds02", "instance", "10.0.0.2:9751", "device", "nvme0n1", "mountpoint", "/export/nvme0n1"),
 		},
-		upQuery: {series("up", 1, "instance", "10.0.0.1:9751"), series("up", 0, "instance", "10.0.0.2:9751")},
+		upQuery: {series("up", 1, "instance", "10.0.0.1:9751", "pool", "fast"), series("up", 0, "instance", "10.0.0.2:9751", "pool", "ckpt")},
 	}
 	a, err := New(q, nil, Options{Identity: ids})
 	if err != nil {
@@ -293,7 +303,10 @@ func TestIdentityNamesDeltasAndTheLostDS(t *testing.T) {
 	if want := []string{"ds01/nvme0n1", "ds01", "ds02/nvme0n1", "ds02"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("renamed deltas %v; want %v", got, want)
 	}
-	a.hot.loads = a.hot.tracker.loads(a.stripes.tick)
+	if p := a.ident.Pools(); p["ds01"] != "fast" || p["ds02"] != "ckpt" {
+		t.Errorf("pools %v; want ds01 in fast and ds02 in ckpt from up's pool label", p)
+	}
+	a.hot.loads = a.hot.tracker.loads(a.stripes.tick, a.ident.Pools())
 	for _, d := range a.stripes.tick {
 		a.st.parents[models.Subject{Kind: models.SubjectDevice, ID: d.DeviceID}] = models.Subject{Kind: models.SubjectDS, ID: d.DS}
 	}
@@ -307,5 +320,69 @@ func TestIdentityNamesDeltasAndTheLostDS(t *testing.T) {
 	ev := ids.Evidence(models.Subject{Kind: models.SubjectDS, ID: "ds02"})
 	if len(ev) != 1 || ev[0].Series != `{ds="10.1.0.2:2049"}` {
 		t.Errorf("ds02 evidence %+v; want its address", ev)
+	}
+}
+
+// TestHotspotComparesPeersWithinPoolAndDirection: a fast pool serves
+// reads evenly while a checkpoint writes a second pool (some devices take
+// two of its layout components, the rest one). Judged per pool and per
+// direction nothing there is hot; before, the written pool's devices and
+// DSs were compared with the readers with reads and writes summed and all
+// flagged. A device of the fast pool read at 4× its peers still is.
+func TestHotspotComparesPeersWithinPoolAndDirection(t *testing.T) {
+	var up []storage.Series
+	var tick []models.StripeDelta
+	add := func(dev, ds string, rd, wr uint64) {
+		d := delta(dev, ds, 10*time.Second, rd/(1<<20), rd, wr, 0, time.Duration(rd/(1<<20))*time.Millisecond)
+		d.Write.OpsCompleted = wr / (1 << 20)
+		d.StripeKey.FileHandle = "fh-" + dev
+		tick = append(tick, d)
+	}
+	for i := range 4 {
+		ds := fmt.Sprintf("fs%02d", i)
+		up = append(up, series("up", 1, "node", ds, "pool", "fast"))
+		for k := range 4 {
+			rd := uint64(2e9) // 200 MB/s over 10 s
+			if i == 1 && k == 2 {
+				rd *= 4
+			}
+			add(fmt.Sprintf("%s/nvme%dn1", ds, k), ds, rd, 0)
+		}
+	}
+	for i := range 2 {
+		ds := fmt.Sprintf("cap%02d", i)
+		up = append(up, series("up", 1, "node", ds, "pool", "capacity"))
+		for k := range 6 {
+			wr := uint64(10e9) // one component: 1 GB/s
+			if k%3 == 0 {
+				wr *= 2 // two components
+			}
+			add(fmt.Sprintf("%s/nvme%dn1", ds, k), ds, 0, wr)
+		}
+	}
+	a, err := New(exprQuerier{upQuery: up}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hot []string
+	for s := range 4 {
+		now := t0.Add(time.Duration(s) * 10 * time.Second)
+		a.stripes.tick = slices.Clone(tick)
+		if _, err := a.ident.Run(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := a.hot.Run(context.Background(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot = hot[:0]
+		for _, f := range fs {
+			if f.Active() {
+				hot = append(hot, f.Subject.String())
+			}
+		}
+	}
+	if want := []string{"device:fs01/nvme2n1"}; !slices.Equal(hot, want) {
+		t.Errorf("hot subjects %v; want only %v", hot, want)
 	}
 }

@@ -168,6 +168,7 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 		Blame:         an.Blame(),
 		JobNodes:      jobNodes(sc, tw.Nodes()),
 		Names:         score.Names{Device: twinDeviceName(tw), Stripe: tw.StripeOfHandle, DS: map[string]string{}},
+		Start:         sum.Start,
 		End:           tw.Now(),
 		Tolerance:     time.Minute,
 	}
@@ -371,8 +372,8 @@ func printEval(env *cmdEnv, r *EvalReport, speedUp float64, out string) {
 		r.Scenario, r.Seed, fmtDur(time.Duration(r.SimSeconds*float64(time.Second))), speedUp)
 	for _, k := range sortedKeys(r.Scores.Kinds) {
 		ks := r.Scores.Kinds[k]
-		fmt.Fprintf(env.stdout, "  %-20s findings %4d  precision %s  recall %s (%d/%d)  delay median %s s, p95 %s s\n",
-			k, ks.Findings, fmtNum(ks.Precision), fmtNum(ks.Recall), ks.Detected, ks.Targets, fmtNum(ks.MedianDelay), fmtNum(ks.P95Delay))
+		fmt.Fprintf(env.stdout, "  %-20s findings %4d  precision %s  recall %s (%d/%d)  delay median %s s, p95 %s s  false/h %s\n",
+			k, ks.Findings, fmtNum(ks.Precision), fmtNum(ks.Recall), ks.Detected, ks.Targets, fmtNum(ks.MedianDelay), fmtNum(ks.P95Delay), fmtNum(ks.FalsePerHour))
 	}
 	f := r.Scores.Forecast
 	fmt.Fprintf(env.stdout, "  checkpoint_forecast  predictions %d  period error %s  next-start error %s (of the period, medians)\n",

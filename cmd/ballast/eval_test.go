@@ -113,7 +113,7 @@ func TestEvalMarkdownAggregatesSeeds(t *testing.T) {
 	rep := func(p, r float64) map[string]any {
 		var m map[string]any
 		js := `{"speed_up": 100, "scores": {"kinds": {"hotspot": {"findings": 4, "targets": 4, "precision": ` +
-			jsonNum(p) + `, "recall": ` + jsonNum(r) + `, "median_delay_seconds": 20, "p95_delay_seconds": 30, "missed": ["hot_shard stripe:x at t"]}},
+			jsonNum(p) + `, "recall": ` + jsonNum(r) + `, "median_delay_seconds": 20, "p95_delay_seconds": 30, "false_per_hour": 0.5, "missed": ["hot_shard stripe:x at t"]}},
 			"checkpoint_forecast": {"predictions": 0, "period_error_median": null},
 			"workload_labels": {"windows": 10, "accuracy": 1}, "gpu_starvation_attribution": {"share": 0.5}}}`
 		if err := json.Unmarshal([]byte(js), &m); err != nil {
@@ -126,7 +126,7 @@ func TestEvalMarkdownAggregatesSeeds(t *testing.T) {
 	writeEvalMarkdown(&b, "ballast eval all --out x", []string{"baseline", "hot-shard"}, reps, map[string]time.Duration{"hot-shard": time.Hour}, 2, 2, time.Minute)
 	md := b.String()
 	for _, want := range []string{
-		"| hot-shard | hotspot | 4.0 ± 0.0 | 4.0 ± 0.0 | 0.750 ± 0.354 | 0.750 ± 0.354 | 20 ± 0 | 30 ± 0 |",
+		"| hot-shard | hotspot | 4.0 ± 0.0 | 4.0 ± 0.0 | 0.750 ± 0.354 | 0.750 ± 0.354 | 20 ± 0 | 30 ± 0 | 0.50 ± 0.00 |",
 		"| hotspot precision | ≥ 0.95 | baseline | hot-shard (0.75) |",
 		"| workload label accuracy | ≥ 0.95 | baseline, hot-shard | – |",
 		"hot-shard=1h0m0s",

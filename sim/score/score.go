@@ -60,6 +60,9 @@ type Input struct {
 	// End is the end of the run: ongoing truth records and findings are
 	// taken to last until then.
 	End time.Time
+	// Start is the start of the run; with it each scored kind reports its
+	// false findings per simulated hour. Zero: not reported.
+	Start time.Time
 	// Tolerance widens every truth interval on both sides; default 60 s.
 	Tolerance time.Duration
 }
@@ -88,6 +91,10 @@ type KindScore struct {
 	ExplainKinds []string `json:"explain_kinds"`
 	// Missed lists targets no finding matched, for reading.
 	Missed []string `json:"missed,omitempty"`
+	// FalsePerHour is (Findings − TruePositives) per simulated hour of
+	// the run: findings no truth record explains. NaN (null) without
+	// Input.Start.
+	FalsePerHour Num `json:"false_per_hour"`
 }
 
 // ForecastScore is the quality of checkpoint forecasts.
@@ -228,10 +235,18 @@ func Score(in Input) Result {
 	if reported >= 0 {
 		res.Kinds[starvationKind].Reported = reported
 	}
+	hours := in.End.Sub(in.Start).Hours()
+	for _, k := range kinds {
+		ks := res.Kinds[k]
+		ks.FalsePerHour = Num(math.NaN())
+		if !in.Start.IsZero() && hours > 0 {
+			ks.FalsePerHour = Num(float64(ks.Findings-ks.TruePositives) / hours)
+		}
+	}
 	for k, fs := range byKind {
 		if _, ok := rules[k]; !ok {
 			nan := Num(math.NaN())
-			res.Kinds[k] = &KindScore{Findings: len(fs), Precision: nan, Recall: nan, MedianDelay: nan, P95Delay: nan}
+			res.Kinds[k] = &KindScore{Findings: len(fs), Precision: nan, Recall: nan, MedianDelay: nan, P95Delay: nan, FalsePerHour: nan}
 		}
 	}
 	res.Forecast = scoreForecasts(&in, &m)

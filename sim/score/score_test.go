@@ -67,7 +67,8 @@ func TestHotspotMatchingAndDelay(t *testing.T) {
 			finding("hotspot", subj("device", "d5"), 200, 210),      // the right device at the wrong time
 			finding("hotspot", subj("ds", "10.0.0.4:2049"), 80, 90), // the hot stripe's DS, after the fault
 		},
-		End: at(100),
+		Start: at(0),
+		End:   at(100),
 	}
 	in.FirstReported = map[string]time.Time{
 		in.Findings[0].ID: at(10.5), // reported 30 s after the onset although Start is backdated
@@ -93,6 +94,10 @@ func TestHotspotMatchingAndDelay(t *testing.T) {
 	}
 	if float64(hs.Precision) != 4.0/6 || float64(hs.Recall) != 2.0/3 {
 		t.Errorf("precision %v recall %v; want 0.667 0.667", hs.Precision, hs.Recall)
+	}
+	// Two false findings in 100 simulated minutes.
+	if math.Abs(float64(hs.FalsePerHour)-1.2) > 1e-9 {
+		t.Errorf("false findings per hour %v; want 1.2", hs.FalsePerHour)
 	}
 }
 
