@@ -35,7 +35,7 @@ type Config struct {
 	// Mode applies to every planned kind without its own entry in Modes.
 	Mode models.ActionMode `yaml:"mode"`
 	// Modes overrides Mode per kind (rebalance, evacuate_device,
-	// promote_spare).
+	// promote_spare, set_read_ahead).
 	Modes map[models.ActionKind]models.ActionMode `yaml:"modes"`
 	// PlanEvery is how often the planners look at findings and load.
 	PlanEvery Duration `yaml:"plan_every"`
@@ -48,6 +48,9 @@ type Config struct {
 	Move            MoveOpts    `yaml:"move"`
 	Files           FilesConfig `yaml:"files"`
 	Exec            ExecConfig  `yaml:"exec"`
+	// ReadAhead configures read-ahead tuning on GPU nodes (set_read_ahead;
+	// docs/readahead.md).
+	ReadAhead ReadAheadConfig `yaml:"readahead"`
 }
 
 // Budgets and guards bound what the engine may do at once.
@@ -148,6 +151,7 @@ func DefaultConfig() Config {
 		Move:      MoveOpts{Grace: Duration(10 * time.Minute), MaxAttempts: 5, Backoff: Duration(10 * time.Second), MaxBackoff: Duration(5 * time.Minute)},
 		Files:     DefaultFilesConfig(),
 		Exec:      DefaultExecConfig(),
+		ReadAhead: defaultReadAheadConfig(),
 	}
 }
 
@@ -185,8 +189,9 @@ func (c *Config) Validate(prefix string) error {
 		for _, pk := range PlanKinds {
 			known = known || pk == models.ActionKind(k)
 		}
+		known = known || models.ActionKind(k) == models.ActionSetReadAhead
 		if !known {
-			bad("modes", strconv.Quote(k), "is not a planned kind (rebalance, evacuate_device, promote_spare)")
+			bad("modes", strconv.Quote(k), "is not a planned kind (rebalance, evacuate_device, promote_spare, set_read_ahead)")
 		} else if !m.Valid() {
 			bad("modes."+k, strconv.Quote(string(m)), "is not one of off, dry-run, approve, auto")
 		}
@@ -264,6 +269,7 @@ func (c *Config) Validate(prefix string) error {
 	if m.Backoff <= 0 || m.MaxBackoff < m.Backoff {
 		bad("move.backoff", time.Duration(m.Backoff), fmt.Sprintf("must be positive and at most move.max_backoff (%s)", time.Duration(m.MaxBackoff)))
 	}
+	errs = append(errs, c.ReadAhead.validate(prefix+"readahead.")...)
 	if c.Driver == DriverFiles {
 		errs = append(errs, c.Files.validate(prefix+"files."))
 	}

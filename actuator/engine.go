@@ -151,6 +151,8 @@ type Engine struct {
 	now      time.Time
 	// tookOver is the epoch TakeOver last succeeded for (+1; 0 = never).
 	tookOver uint64
+	// raReports holds each GPU node agent's last read-ahead report.
+	raReports map[string]raReport
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -210,6 +212,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.acts, e.kids, e.due = map[string]*models.Action{}, map[string][]string{}, map[string]time.Time{}
 	e.inflight, e.findings, e.ended = map[string]bool{}, map[string]models.Finding{}, map[string]time.Time{}
 	e.devs, e.width, e.mirrors = map[string]Device{}, map[string]int{}, map[string]int{}
+	e.raReports = map[string]raReport{}
 	if e.opts.Load != nil {
 		as, err := e.opts.Load()
 		if err != nil {
@@ -269,6 +272,9 @@ func subjectKey(a *models.Action) string {
 	fam := string(a.Kind)
 	if a.Kind == models.ActionPromoteSpare {
 		fam = string(models.ActionEvacuateDevice)
+	}
+	if a.Kind == models.ActionSetReadAhead {
+		return raKey(a.Subject.ID, a.Params[ParamMountPoint])
 	}
 	return fam + "|" + a.Subject.String()
 }
@@ -402,6 +408,9 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 	var errs []error
 	if planDue {
 		if err := e.plan(ctx, now); err != nil {
+			errs = append(errs, err)
+		}
+		if err := e.planReadAhead(ctx, now); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -60,7 +60,8 @@ func (e *Engine) plan(ctx context.Context, now time.Time) error {
 // nothing can move, so every plan is a proposal.
 func (e *Engine) mode(kind models.ActionKind) models.ActionMode {
 	m := e.cfg.ModeOf(kind)
-	if e.caps.Name == "none" && m != models.ModeOff {
+	// read-ahead is carried out by the GPU nodes' agents, not the mover
+	if e.caps.Name == "none" && m != models.ModeOff && kind != models.ActionSetReadAhead {
 		return models.ModeDryRun
 	}
 	return m

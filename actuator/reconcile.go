@@ -363,6 +363,9 @@ func (e *Engine) reconcilePlan(ctx context.Context, now time.Time, id string) er
 	if !ok || p.State.Terminal() {
 		return nil
 	}
+	if p.Kind == models.ActionSetReadAhead {
+		return e.reconcileReadAhead(ctx, now, p)
+	}
 	kids := e.kidsOf(id)
 	planEvery := time.Duration(e.cfg.PlanEvery)
 	switch p.State {

@@ -252,7 +252,7 @@ func (c *MDSConfig) Validate() error {
 	errs = append(errs, c.Alerting.validate())
 	errs = append(errs, identity.Validate(c.Devices, c.DataServers))
 	errs = append(errs, c.Actuators.Validate("actuators."))
-	for _, k := range actuator.PlanKinds {
+	for _, k := range append(actuator.PlanKinds[:len(actuator.PlanKinds):len(actuator.PlanKinds)], models.ActionSetReadAhead) {
 		if m := c.Actuators.ModeOf(k); m == models.ModeApprove || m == models.ModeAuto {
 			if err := c.Auth.CheckProtected(c.Listen, node.ScopeAct); err != nil {
 				errs = append(errs, fmt.Errorf("actuators.mode: %q for %s on %s: %w", m, k, c.Listen, err))

@@ -295,6 +295,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	m.server.Handle("GET "+PathActions, ah, node.ScopeQuery)
 	m.server.Handle("GET "+PathActions+"/{id}", ah, node.ScopeQuery)
 	m.server.Handle("POST "+PathActions+"/{id}/{verb}", ah, node.ScopeAct)
+	m.server.Handle("POST "+PathReadAheadSync, readAheadHandler{m}, node.ScopeAct)
 	if err := m.server.Start(); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ballast-io/ballast/actuator/readahead"
 	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/internal/cli"
@@ -66,7 +68,7 @@ func Run(ctx context.Context, stdout, stderr io.Writer, prog, version, role stri
 	nodeFlag := fs.String("node-name", d.NodeName, "this host's name in the node label of its series (default: the host name)")
 	logLevel := fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	proc := fs.String("proc-root", d.Roots.Proc, "where /proc is read from")
-	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from")
+	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from (and, with readahead.mds_url, read_ahead_kb written)")
 	dev := fs.String("dev-root", d.Roots.Dev, "where device nodes are opened")
 	rootfs := fs.String("rootfs", d.Roots.RootFS, "where the host's / is seen, for statfs of its mounts (e.g. /host in a container)")
 	timeout := fs.Duration("collector-timeout", time.Duration(d.CollectorTimeout), "bound on one collector run")
@@ -170,6 +172,15 @@ func Run(ctx context.Context, stdout, stderr io.Writer, prog, version, role stri
 			return fmt.Errorf("cannot register agent metrics: %w", err)
 		}
 	}
+	var ra *readahead.Agent
+	if cfg.ReadAhead.Enabled() {
+		if ra, err = readahead.New(cfg.ReadAhead, readahead.Options{ProcRoot: cfg.Roots.Proc, SysRoot: cfg.Roots.Sys, Node: nodeName, Logger: logger}); err != nil {
+			return err
+		}
+		if err := reg.Register(ra); err != nil {
+			return fmt.Errorf("cannot register read-ahead metrics: %w", err)
+		}
+	}
 	srv, err := node.NewServer(node.ServerOptions{Addr: cfg.Listen, Role: role, Logger: logger, Auth: cfg.Auth, TLS: cfg.TLS, HTTP: cfg.HTTP})
 	if err != nil {
 		return err
@@ -179,12 +190,23 @@ func Run(ctx context.Context, stdout, stderr io.Writer, prog, version, role stri
 		return err
 	}
 	srv.SetReady("")
+	if ra != nil {
+		ra.Start()
+		logger.Info("read-ahead tuning on", "mds", cfg.ReadAhead.MDSURL, "min_kb", cfg.ReadAhead.MinKB, "max_kb", cfg.ReadAhead.MaxKB, "lease", time.Duration(cfg.ReadAhead.Lease))
+	}
 	// Drop the pages of mds-only code that initialisation touched.
 	released := node.ReleaseExecutablePages()
 	logger.Debug("released executable pages", "bytes", released)
 	logger.Info("agent started", "role", role, "listen", srv.Addr(), "node", nodeName, "collectors", strings.Join(names, ","))
 	<-ctx.Done()
+	var raErr error
+	if ra != nil {
+		// the kernel's value is the floor of risk: put back what was found
+		if raErr = ra.Stop(); raErr != nil {
+			logger.Error("cannot restore original read-ahead", "err", raErr)
+		}
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	return srv.Stop(sctx)
+	return errors.Join(srv.Stop(sctx), raErr)
 }

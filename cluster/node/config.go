@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ballast-io/ballast/actuator/readahead"
 	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/internal/units"
 )
@@ -109,6 +110,9 @@ type AgentConfig struct {
 	Auth AuthConfig `yaml:"auth"`
 	TLS  TLSConfig  `yaml:"tls"`
 	HTTP HTTPConfig `yaml:"http"`
+	// ReadAhead makes a client agent apply the read-ahead the mds asks for,
+	// within its own bounds (docs/readahead.md); off without mds_url.
+	ReadAhead readahead.Config `yaml:"readahead"`
 }
 
 // DefaultAgentConfig returns the defaults of the ds or client role.
@@ -126,6 +130,7 @@ func DefaultAgentConfig(role string) AgentConfig {
 		CollectorTimeout: Duration(5 * time.Second),
 		CacheFor:         Duration(time.Second),
 		SmartctlPath:     "smartctl",
+		ReadAhead:        readahead.DefaultConfig(),
 		HTTP:             DefaultHTTPConfig(),
 	}
 }
@@ -170,7 +175,10 @@ func (c *AgentConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("role: %q is not %q or %q", c.Role, RoleDS, RoleClient))
 	}
 	errs = append(errs, ValidateListen("listen", c.Listen), ValidateLogLevel(c.LogLevel), c.Telemetry.Validate(),
-		c.Auth.Validate(), c.TLS.Validate("tls"), c.HTTP.Validate())
+		c.Auth.Validate(), c.TLS.Validate("tls"), c.HTTP.Validate(), c.ReadAhead.Validate("readahead."))
+	if c.ReadAhead.Enabled() && c.Role != RoleClient {
+		errs = append(errs, fmt.Errorf("readahead.mds_url: read-ahead is applied by the client role, not %s", c.Role))
+	}
 	for name, p := range map[string]string{"roots.proc": c.Roots.Proc, "roots.sys": c.Roots.Sys, "roots.dev": c.Roots.Dev, "roots.rootfs": c.Roots.RootFS} {
 		if p == "" {
 			errs = append(errs, fmt.Errorf("%s: must not be empty", name))
