@@ -10,7 +10,7 @@ import (
 	"net/http"
 
 	"github.com/ballast-io/ballast/actuator"
-	"github.com/ballast-io/ballast/actuator/readahead"
+	"github.com/ballast-io/ballast/cluster/agent/readahead"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
 )

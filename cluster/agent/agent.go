@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ballast-io/ballast/actuator/readahead"
+	"github.com/ballast-io/ballast/cluster/agent/readahead"
 	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/internal/cli"

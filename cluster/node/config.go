@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ballast-io/ballast/actuator/readahead"
+	"github.com/ballast-io/ballast/cluster/agent/readahead"
 	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/internal/units"
 )

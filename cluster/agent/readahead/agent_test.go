@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/actuator"
-	"github.com/ballast-io/ballast/actuator/readahead"
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/agent/readahead"
 	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/internal/units"
 	"github.com/ballast-io/ballast/models"
