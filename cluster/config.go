@@ -72,6 +72,13 @@ type TLSClientConfig struct {
 // IngestConfig bounds the push endpoints.
 type IngestConfig struct {
 	MaxBodyBytes int `yaml:"max_body_bytes"`
+	// MaxInflightRequests, MaxInflightBytes and QueueTimeout are the
+	// backpressure of every ingest endpoint (Admission): past either limit
+	// a request waits QueueTimeout for room, then gets 429 with
+	// Retry-After.
+	MaxInflightRequests int      `yaml:"max_inflight_requests"`
+	MaxInflightBytes    int64    `yaml:"max_inflight_bytes"`
+	QueueTimeout        Duration `yaml:"queue_timeout"`
 }
 
 // ScrapeConfig lists the agents the MDS pulls from.
@@ -170,7 +177,7 @@ func DefaultMDSConfig() MDSConfig {
 				RetryMax:      Duration(time.Minute),
 			},
 		},
-		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20},
+		Ingest:    IngestConfig{MaxBodyBytes: 32 << 20, MaxInflightRequests: 8, MaxInflightBytes: 64 << 20, QueueTimeout: Duration(time.Second)},
 		Scrape:    ScrapeConfig{Interval: Duration(15 * time.Second), Timeout: Duration(10 * time.Second), Scheme: "http"},
 		Pipeline:  PipelineConfig{Tick: Duration(15 * time.Second)},
 		Report:    ReportConfig{CapacityEvery: Duration(24 * time.Hour)},
@@ -226,6 +233,15 @@ func (c *MDSConfig) Validate() error {
 	}
 	if c.Ingest.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("ingest.max_body_bytes: %d is below the minimum of 1024", c.Ingest.MaxBodyBytes))
+	}
+	if c.Ingest.MaxInflightRequests < 1 {
+		errs = append(errs, fmt.Errorf("ingest.max_inflight_requests: %d is below the minimum of 1", c.Ingest.MaxInflightRequests))
+	}
+	if c.Ingest.MaxInflightBytes < 1024 {
+		errs = append(errs, fmt.Errorf("ingest.max_inflight_bytes: %d is below the minimum of 1024", c.Ingest.MaxInflightBytes))
+	}
+	if c.Ingest.QueueTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ingest.queue_timeout: %s must be positive", c.Ingest.QueueTimeout))
 	}
 	if time.Duration(c.Scrape.Interval) < time.Second {
 		errs = append(errs, fmt.Errorf("scrape.interval: %s is below the minimum of 1s", c.Scrape.Interval))

@@ -264,9 +264,13 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		m.server.AddMetricsWriter(mw.WriteMetrics)
 	}
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
-	m.server.Handle(storage.PathImportPrometheus, ih, node.ScopeIngest)
-	m.server.Handle(storage.PathRemoteWrite, ih, node.ScopeIngest)
-	m.server.Handle(layoutstats.Path, layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{}), node.ScopeIngest)
+	// One admission control in front of every ingest endpoint: their
+	// load, not the query API's or /readyz's, is what it bounds.
+	adm := NewAdmission(AdmissionOptions{MaxRequests: c.Ingest.MaxInflightRequests, MaxBytes: c.Ingest.MaxInflightBytes,
+		MaxBodyBytes: int64(c.Ingest.MaxBodyBytes), QueueTimeout: time.Duration(c.Ingest.QueueTimeout), Metrics: m.set})
+	m.server.Handle(storage.PathImportPrometheus, adm.Wrap(ih), node.ScopeIngest)
+	m.server.Handle(storage.PathRemoteWrite, adm.Wrap(ih), node.ScopeIngest)
+	m.server.Handle(layoutstats.Path, adm.Wrap(layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{})), node.ScopeIngest)
 	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal), node.ScopeQuery)
 	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus), node.ScopeQuery)
 	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus), node.ScopeQuery)

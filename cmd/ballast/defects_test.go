@@ -363,18 +363,7 @@ func remoteWriteErrorBounded(t *testing.T, p *mdsProc) {
 // peakRSS returns VmHWM of pid in bytes.
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmHWM for pid %d", pid)
-	return 0
+	return rss(t, pid, "VmHWM:")
 }
 
 func extraLabelBounded(t *testing.T, p *mdsProc) {

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+// TestAdmission fills each limit with requests held inside the handler and
+// checks that the next one waits QueueTimeout, then gets 429 with
+// Retry-After and a reason naming the limit, without reaching the handler;
+// and that freed room admits a waiting request.
+func TestAdmission(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		opts      AdmissionOptions
+		held      []int64 // Content-Length of the requests that fill it
+		next      int64
+		wantLimit string
+	}{
+		{"requests", AdmissionOptions{MaxRequests: 2, MaxBytes: 1 << 20}, []int64{10, 10}, 10, "requests"},
+		{"bytes", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000}, []int64{600}, 500, "bytes"},
+		{"unknown length counts as the largest body", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000, MaxBodyBytes: 700}, []int64{-1}, 500, "bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			set := metrics.NewSet()
+			c.opts.QueueTimeout, c.opts.Metrics, c.opts.RetryAfter = 50*time.Millisecond, set, 1500*time.Millisecond
+			a := NewAdmission(c.opts)
+			release := make(chan struct{})
+			var entered sync.WaitGroup
+			var reached sync.Map
+			h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Store(r.Header.Get("X-Id"), true)
+				if r.Header.Get("X-Hold") != "" {
+					entered.Done()
+					<-release
+				}
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			req := func(id string, n int64, hold bool) *http.Request {
+				r := httptest.NewRequest(http.MethodPost, "/api/v1/write", strings.NewReader("x"))
+				r.ContentLength = n
+				r.Header.Set("X-Id", id)
+				if hold {
+					r.Header.Set("X-Hold", "1")
+				}
+				return r
+			}
+			var done sync.WaitGroup
+			for i, n := range c.held {
+				entered.Add(1)
+				done.Add(1)
+				go func() {
+					defer done.Done()
+					h.ServeHTTP(httptest.NewRecorder(), req(string(rune('a'+i)), n, true))
+				}()
+			}
+			entered.Wait()
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			h.ServeHTTP(rec, req("refused", c.next, false))
+			if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" {
+				t.Fatalf("request past the %s limit: got %d Retry-After %q; want 429 Retry-After 2", c.wantLimit, rec.Code, rec.Header().Get("Retry-After"))
+			}
+			if waited := time.Since(start); waited < 50*time.Millisecond {
+				t.Errorf("refused after %s; want it to wait the queue timeout (50ms) first", waited)
+			}
+			var ans map[string]string
+			if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || !strings.Contains(ans["error"], "nothing of this request was stored") {
+				t.Errorf("429 body %q does not say nothing was stored", rec.Body.String())
+			}
+			if _, ok := reached.Load("refused"); ok {
+				t.Errorf("the refused request reached the handler")
+			}
+			if got := set.GetOrCreateCounter(`ballast_ingest_throttled_requests_total{limit="` + c.wantLimit + `"}`).Get(); got != 1 {
+				t.Errorf("throttled{limit=%s}: got %d; want 1", c.wantLimit, got)
+			}
+			// A request that arrives while the limit is full is admitted
+			// as soon as room is freed.
+			waiting := httptest.NewRecorder()
+			a.opts.QueueTimeout = 10 * time.Second
+			done.Add(1)
+			go func() { defer done.Done(); h.ServeHTTP(waiting, req("waiter", c.next, false)) }()
+			time.Sleep(20 * time.Millisecond)
+			close(release)
+			done.Wait()
+			if waiting.Code != http.StatusNoContent {
+				t.Errorf("request waiting for room: got %d; want 204 once room was freed", waiting.Code)
+			}
+			if a.reqs != 0 || a.bytes != 0 {
+				t.Errorf("after every request ended: %d requests and %d bytes in flight; want 0", a.reqs, a.bytes)
+			}
+		})
+	}
+}
