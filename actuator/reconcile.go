@@ -172,7 +172,9 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		}
 		if err := e.mover.Commit(ctx, m, epoch); err != nil {
 			if errors.Is(err, ErrGenerationChanged) {
-				return false, nil // the next look sees the new layout and aborts
+				// the layout moved on, or the MDS refused the switch (the
+				// files driver's hook): the copy goes, the move is replanned
+				return true, e.abortMove(ctx, &a, now, models.ActionCancelled, fmt.Sprintf("commit refused: %v; the move is replanned", err))
 			}
 			return true, e.retry(&a, now, "commit", err)
 		}

@@ -43,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,6 +110,10 @@ type Driver struct {
 	log   *slog.Logger
 	devs  map[string]actuator.DeviceSpec
 	order []string
+	// epoch is this process's epoch since its last TakeOver: copies
+	// rename, aborts and cleanups remove, under the fence at it, so a
+	// deposed leader that wakes up cannot touch what the new one owns.
+	epoch atomic.Uint64
 	// mu serialises this process's store writes (flock is per open file,
 	// so goroutines of one process need their own lock too).
 	mu sync.Mutex
@@ -303,11 +308,33 @@ func (d *Driver) path(device, file string) (string, error) {
 	return filepath.Join(s.Path, file), nil
 }
 
-// partPath is the copy of move id while it is written.
-func partPath(dst, id string) string {
+// partPath is the copy of move id while the leader at epoch writes it
+// (each leader its own: a deposed one still writing never touches the
+// new leader's).
+func partPath(dst, id string, epoch uint64) string {
 	h := sha256.Sum256([]byte(id))
-	return filepath.Join(filepath.Dir(dst), ".ballast-"+filepath.Base(dst)+"."+hex.EncodeToString(h[:6])+".part")
+	return filepath.Join(filepath.Dir(dst), ".ballast-"+filepath.Base(dst)+"."+hex.EncodeToString(h[:6])+".e"+strconv.FormatUint(epoch, 10)+".part")
 }
+
+// fenced says whether a leader newer than this process's epoch has taken
+// over.
+func (d *Driver) fenced() error {
+	f, ok := d.fence.(interface{ Seen() (uint64, error) })
+	if !ok {
+		return nil
+	}
+	seen, err := f.Seen()
+	if err != nil {
+		return err
+	}
+	if e := d.epoch.Load(); seen > e {
+		return fmt.Errorf("%w (epoch %d < %d)", errDeposed, e, seen)
+	}
+	return nil
+}
+
+// errDeposed stops a copy whose leader was deposed.
+var errDeposed = errors.New("a newer leader has taken over")
 
 // Copy copies the component to its destination: into a part file beside
 // it (resumed where an earlier call stopped), fsynced, renamed into place.
@@ -345,7 +372,8 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return actuator.Progress{}, fmt.Errorf("cannot create %s: %w", filepath.Dir(dst), err)
 	}
-	part := partPath(dst, r.ID)
+	epoch := d.epoch.Load()
+	part := partPath(dst, r.ID, epoch)
 	out, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE, st.Mode().Perm())
 	if err != nil {
 		return actuator.Progress{}, fmt.Errorf("cannot create %s: %w", part, err)
@@ -376,6 +404,11 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 		if err := ctx.Err(); err != nil {
 			return actuator.Progress{Bytes: off + done}, err
 		}
+		if err := d.fenced(); err != nil {
+			out.Close()
+			os.Remove(part)
+			return actuator.Progress{}, fmt.Errorf("cannot copy %s: %w", m.File, err)
+		}
 		n := min(int64(d.cfg.BufferBytes), size-off-done)
 		w, err := io.CopyN(out, in, n)
 		done += w
@@ -399,10 +432,14 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 	if err := out.Close(); err != nil {
 		return actuator.Progress{}, fmt.Errorf("cannot close %s: %w", part, err)
 	}
-	if err := os.Rename(part, dst); err != nil {
-		return actuator.Progress{}, fmt.Errorf("cannot rename %s to %s: %w", part, dst, err)
-	}
-	if err := syncDir(filepath.Dir(dst)); err != nil {
+	err = d.fence.Commit(epoch, func() error {
+		if err := os.Rename(part, dst); err != nil {
+			return fmt.Errorf("cannot rename %s to %s: %w", part, dst, err)
+		}
+		return syncDir(filepath.Dir(dst))
+	})
+	if err != nil {
+		os.Remove(part)
 		return actuator.Progress{}, err
 	}
 	return actuator.Progress{Done: true, Bytes: size}, nil
@@ -545,7 +582,7 @@ func (d *Driver) finish(ctx context.Context, l *storedLayout) (applied bool, err
 
 // Cleanup removes the old copy once the layout points at the new one.
 func (d *Driver) Cleanup(ctx context.Context, m models.Move) error {
-	return d.locked(func() error {
+	return d.fencedLocked(func() error {
 		l, err := d.resolve(ctx, m.File)
 		if err != nil {
 			return err
@@ -563,6 +600,12 @@ func (d *Driver) Cleanup(ctx context.Context, m models.Move) error {
 		if err := removeSynced(src); err != nil {
 			return err
 		}
+		if dst, err := d.path(m.To, m.File); err == nil {
+			// part files a deposed leader left beside the copy
+			if err := d.removeParts(dst); err != nil {
+				return err
+			}
+		}
 		return d.forget(m)
 	})
 }
@@ -571,7 +614,7 @@ func (d *Driver) Cleanup(ctx context.Context, m models.Move) error {
 // references it; a commit pending for the move is finished first, and if
 // the hook applied it the move is committed and cannot be aborted.
 func (d *Driver) Abort(ctx context.Context, m models.Move) error {
-	return d.locked(func() error {
+	return d.fencedLocked(func() error {
 		l, err := d.resolve(ctx, m.File)
 		if err != nil && !errors.Is(err, actuator.ErrNotFound) {
 			return err
@@ -737,13 +780,21 @@ func (d *Driver) inFlight() ([]actuator.InFlight, error) {
 	return out, nil
 }
 
-// TakeOver raises the fence to epoch (a deposed leader's later commit is
-// refused) and returns the moves in flight.
+// TakeOver raises the fence to epoch (a deposed leader's later commit,
+// copy rename, abort or cleanup is refused) and returns the moves in
+// flight.
 func (d *Driver) TakeOver(_ context.Context, epoch uint64) ([]actuator.InFlight, error) {
 	if err := d.fence.Commit(epoch, nil); err != nil {
 		return nil, err
 	}
+	d.epoch.Store(epoch)
 	return d.inFlight()
+}
+
+// fencedLocked runs f under the fence at this process's epoch and the
+// store's lock.
+func (d *Driver) fencedLocked(f func() error) error {
+	return d.fence.Commit(d.epoch.Load(), func() error { return d.locked(f) })
 }
 
 // locked runs f holding the store's lock (flock on LayoutDir/lock, and

@@ -101,7 +101,7 @@ func TestFilesMoveLifecycle(t *testing.T) {
 	m := r.move()
 	// a copy cut short earlier left a part file: Copy resumes it
 	dst := filepath.Join(r.b, "set", "f1")
-	part := partPath(dst, "mv1")
+	part := partPath(dst, "mv1", 0)
 	os.MkdirAll(filepath.Dir(dst), 0o755)
 	if err := os.WriteFile(part, r.data[:30_000], 0o644); err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestFilesVerifyMismatchAndAbort(t *testing.T) {
 	if err != nil || !v.Done || v.Match {
 		t.Fatalf("Verify of a corrupted copy = %+v, %v; want a mismatch", v, err)
 	}
-	os.WriteFile(partPath(dst, "other"), []byte("x"), 0o644)
+	os.WriteFile(partPath(dst, "other", 3), []byte("x"), 0o644)
 	if err := r.d.Abort(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -343,5 +343,57 @@ func TestFilesSetStateAndBadInput(t *testing.T) {
 	m.To = "cc03"
 	if _, err := r.d.Copy(ctx, actuator.CopyRequest{ID: "x", Move: m}); err == nil || !actuator.IsPermanent(err) {
 		t.Fatalf("Copy to an unknown device = %v; want a permanent error", err)
+	}
+}
+
+// Two drivers on one store, as the two mds of an HA pair: once the second
+// took over at a higher epoch, the first (deposed, maybe paused) can
+// neither put a copy in place nor abort or clean up anything.
+func TestFilesDeposedLeaderIsFenced(t *testing.T) {
+	r := newRig(t, 20_000)
+	ctx := context.Background()
+	if _, err := r.d.TakeOver(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Options{Config: r.d.cfg, Fence: ha.FenceFile{Path: filepath.Join(r.d.cfg.LayoutDir, "fence")}, Hook: r.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.move()
+	if _, err := r.d.Copy(ctx, actuator.CopyRequest{ID: "mv", Move: m}); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := b.TakeOver(ctx, 2)
+	if err != nil || len(fl) != 1 || fl[0].ID != "mv" {
+		t.Fatalf("new leader's TakeOver = %+v, %v; want the move in flight", fl, err)
+	}
+	dst := filepath.Join(r.b, "set", "f1")
+	os.Remove(dst)
+	if _, err := r.d.Copy(ctx, actuator.CopyRequest{ID: "mv", Move: m}); err == nil {
+		t.Fatal("a deposed leader's Copy succeeded")
+	}
+	if left, _ := os.ReadDir(filepath.Dir(dst)); len(left) != 0 {
+		t.Fatalf("a deposed leader's Copy left %v", left)
+	}
+	if err := r.d.Commit(ctx, m, 1); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("deposed Commit = %v; want ErrFenced", err)
+	}
+	if _, err := b.Copy(ctx, actuator.CopyRequest{ID: "mv", Move: m}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.d.Abort(ctx, m); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("deposed Abort = %v; want ErrFenced", err)
+	}
+	if !bytes.Equal(mustRead(t, dst), r.data) {
+		t.Fatal("the new leader's copy was touched")
+	}
+	if err := b.Commit(ctx, m, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.d.Cleanup(ctx, m); !errors.Is(err, ha.ErrFenced) {
+		t.Fatalf("deposed Cleanup = %v; want ErrFenced", err)
+	}
+	if err := b.Cleanup(ctx, m); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,3 +5,7 @@ package main
 // crashKills is how many times TestFilesDriverCrashSafety kills the mds in
 // make test-long.
 const crashKills = 50
+
+// failoverKills is how many times TestFilesDriverFailover kills the
+// leader in make test-long.
+const failoverKills = 30

@@ -5,3 +5,7 @@ package main
 // crashKills is how many times TestFilesDriverCrashSafety kills the mds in
 // make test (make test-long: 50).
 const crashKills = 10
+
+// failoverKills is how many times TestFilesDriverFailover kills the
+// leader in make test (make test-long: 30).
+const failoverKills = 10

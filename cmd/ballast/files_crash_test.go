@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	mrand "math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +39,14 @@ func TestFilesDriverCrashSafety(t *testing.T) {
 		var mu sync.Mutex
 		addr := ""
 		stop := make(chan struct{})
-		go r.poster(func() string { mu.Lock(); defer mu.Unlock(); return addr }, stop)
+		go r.poster(func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			if addr == "" {
+				return nil
+			}
+			return []string{addr}
+		}, stop)
 		setAddr := func(a string) { mu.Lock(); addr = a; mu.Unlock() }
 		for kills < crashKills {
 			kind := phases[kills%len(phases)]
@@ -140,7 +149,20 @@ func waitTrigger(t *testing.T, p *mdsProc, kind string) (hit string, exhausted b
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s point within 60s\n%s", kind, p.logs)
+			all, _ := allActions(p.addr)
+			var open []string
+			for _, a := range all {
+				if !a.State.Terminal() {
+					ph := ""
+					if a.Move != nil {
+						ph = string(a.Move.Phase)
+					}
+					open = append(open, fmt.Sprintf("%s %s %s blocked=%q err=%q reason=%q", a.ID, a.State, ph, a.Blocked, a.Error, a.Reason))
+				}
+			}
+			p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, to see what waits
+			<-p.done
+			t.Fatalf("no %s point within 60s; open actions:\n%s\n%s", kind, strings.Join(open, "\n"), p.logs)
 		}
 	}
 }

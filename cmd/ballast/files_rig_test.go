@@ -45,6 +45,13 @@ func rigDevice(i int) string { return fmt.Sprintf("ba11a57000000000000000000000f
 // to the mds config (ha: …).
 func newFilesRig(t *testing.T, extraYAML string) *filesRig {
 	t.Helper()
+	return newFilesRigN(t, 16, 2, 2, extraYAML)
+}
+
+// newFilesRigN puts hot files on ds0 and cold on each other DS; at most
+// concurrent moves run at once.
+func newFilesRigN(t *testing.T, hot, cold, concurrent int, extraYAML string) *filesRig {
+	t.Helper()
 	r := &filesRig{dir: t.TempDir(), sums: map[string]string{}, sizes: map[string]int64{}}
 	r.store = filepath.Join(r.dir, "store")
 	var exports strings.Builder
@@ -63,7 +70,7 @@ func newFilesRig(t *testing.T, extraYAML string) *filesRig {
 	place := func(dev int) {
 		name := fmt.Sprintf("set%d/shard-%03d", n%3, n)
 		n++
-		b := make([]byte, rigFileBytes-int(n)*1024)
+		b := make([]byte, rigFileBytes-int(n)*4096)
 		rand.Read(b)
 		p := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", dev), name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -78,12 +85,13 @@ func newFilesRig(t *testing.T, extraYAML string) *filesRig {
 			t.Fatal(err)
 		}
 	}
-	for range 16 {
+	for range hot {
 		place(0)
 	}
 	for d := 1; d < 8; d++ {
-		place(d)
-		place(d)
+		for range cold {
+			place(d)
+		}
 	}
 	hook := filepath.Join(r.dir, "hook.sh")
 	if err := os.WriteFile(hook, []byte(fmt.Sprintf(`#!/bin/sh
@@ -97,8 +105,11 @@ seen=$(cat "$d/hook-epoch" 2>/dev/null || echo 0)
 if [ "$BALLAST_EPOCH" -lt "$seen" ]; then echo "epoch $BALLAST_EPOCH < $seen" >&2; exit 3; fi
 echo "$BALLAST_EPOCH" > "$d/hook-epoch"
 line="$BALLAST_FILE $BALLAST_NEW_GENERATION $BALLAST_TO"
-if ! grep -qxF "$line" "$d/hook-applied.log" 2>/dev/null; then
-  if grep -q "^$BALLAST_FILE $BALLAST_NEW_GENERATION " "$d/hook-applied.log" 2>/dev/null; then echo "generation taken" >&2; exit 3; fi
+if grep -qF "$line " "$d/hook-applied.log" 2>/dev/null; then
+  : # a repeat of a commit applied before (its answer was lost): applied once
+elif grep -qF "$BALLAST_FILE $BALLAST_NEW_GENERATION " "$d/hook-applied.log" 2>/dev/null; then
+  echo "generation $BALLAST_NEW_GENERATION of $BALLAST_FILE is another move's" >&2; exit 3
+else
   echo "$line $BALLAST_EPOCH" >> "$d/hook-applied.log"
 fi
 printf '%%s' "$BALLAST_FILE@$BALLAST_TO" | sha256sum | cut -c1-16
@@ -113,7 +124,7 @@ actuators:
   driver: files
   mode: auto
   plan_every: 1s
-  budgets: {max_concurrent_moves: 2, max_moves_per_device: 2, cooldown: 1s, checkpoint_margin: 1s}
+  budgets: {max_concurrent_moves: %d, max_moves_per_device: 2, cooldown: 1s, checkpoint_margin: 1s}
   move: {grace: 1s, backoff: 1s, max_backoff: 2s, max_attempts: 10}
   verify: {window: 1s, rollback: false}
   files:
@@ -121,7 +132,7 @@ actuators:
     layout_command: [%s]
     buffer_bytes: 65536
     exports:
-%s%s`, r.store, hook, exports.String(), extraYAML)
+%s%s`, concurrent, r.store, hook, exports.String(), extraYAML)
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +178,10 @@ func (r *filesRig) readLayouts() (map[string]actuator.Layout, error) {
 }
 
 // poster reads the files as GPU clients would, where the layout says they
-// are, and posts LAYOUTSTATS to the mds at addr() every second: every
+// are, and posts LAYOUTSTATS to every mds at addrs() every second: every
 // file alike (10 MB/s), so the device holding the most files is hot.
 // The clients follow a committed layout to the new device and handle.
-func (r *filesRig) poster(addr func() string, stop <-chan struct{}) {
+func (r *filesRig) poster(addrs func() []string, stop <-chan struct{}) {
 	type ctr struct{ secs, ops, bytes int64 }
 	ctrs := map[string]*ctr{}
 	tk := time.NewTicker(time.Second)
@@ -215,16 +226,15 @@ func (r *filesRig) poster(addr func() string, stop <-chan struct{}) {
 				x.ops, x.bytes, x.ops, x.bytes, x.secs/2, x.secs/50, x.secs))
 		}
 		body := fmt.Sprintf(`{"client_id":"gpu01","report_time":%q,"reports":[%s]}`, time.Now().UTC().Format(time.RFC3339), strings.Join(reps, ","))
-		a := addr()
-		if a == "" {
-			continue
+		for _, a := range addrs() {
+			c := http.Client{Timeout: 2 * time.Second}
+			resp, err := c.Post("http://"+a+"/api/v1/layoutstats", "application/json", strings.NewReader(body))
+			if err != nil {
+				continue // the mds is down (killed or stopped on purpose)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}
-		resp, err := http.Post("http://"+a+"/api/v1/layoutstats", "application/json", strings.NewReader(body))
-		if err != nil {
-			continue // the mds is down (killed on purpose)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 	}
 }
 
