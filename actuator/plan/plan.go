@@ -380,10 +380,10 @@ func (s *state) pickCool(h *coolHeap, k int32, maxDev, maxDS float64, avoidDS in
 
 // coverBound is a lower bound on the bytes of any subset of stripes whose
 // heat sums to at least need: the larger of the fractional knapsack bound
-// (take stripes by heat per byte, the last one in part) and the fewest
-// stripes that can cover need (take the hottest first) times the smallest
-// stripe. Both are lower bounds, so their maximum is; for stripes of equal
-// size the second is exact.
+// (take stripes by heat per byte, the last one in part) and the bytes of
+// the k smallest stripes, k the fewest stripes that can cover need (take
+// the hottest first). Both are lower bounds, so their maximum is; for
+// stripes of equal size the second is exact.
 func coverBound(heat []float64, bytes []int64, need float64) float64 {
 	if need <= 0 || len(heat) == 0 {
 		return 0
@@ -417,10 +417,6 @@ func coverBound(heat []float64, bytes []int64, need float64) float64 {
 	}
 	hs := append([]float64(nil), heat...)
 	sort.Sort(sort.Reverse(sort.Float64Slice(hs)))
-	minB := int64(math.MaxInt64)
-	for _, b := range bytes {
-		minB = min(minB, b)
-	}
 	k, sum := 0, 0.0
 	for _, h := range hs {
 		k++
@@ -429,7 +425,14 @@ func coverBound(heat []float64, bytes []int64, need float64) float64 {
 			break
 		}
 	}
-	return math.Max(frac, float64(k)*float64(minB))
+	// any cover has at least k stripes, so at least the k smallest's bytes
+	bs := append([]int64(nil), bytes...)
+	sort.Slice(bs, func(a, b int) bool { return bs[a] < bs[b] })
+	smallest := 0.0
+	for _, b := range bs[:k] {
+		smallest += float64(b)
+	}
+	return math.Max(frac, smallest)
 }
 
 // maxMean is the largest max/mean device load over the pools in pools.
@@ -603,6 +606,7 @@ func Rebalance(in *Input, opts Options) Result {
 		})
 		removed := 0.0
 		used := map[int32]bool{}
+		first := len(r.Moves) // this source's moves are r.Moves[first:]
 		for _, k := range cand {
 			if removed >= need {
 				break
@@ -628,6 +632,7 @@ func Rebalance(in *Input, opts Options) Result {
 			s.apply(&r, k, to)
 			heaps[p].fix(to, d)
 		}
+		removed = s.prune(&r, first, removed, need, heaps[p])
 		if removed < need*0.999 {
 			r.Notes = append(r.Notes, fmt.Sprintf("device %d: found destinations for %.3g of the %.3g B/s to move (capacity headroom, placement rules or cool devices ran out)", d, removed, need))
 		}
@@ -635,6 +640,57 @@ func Rebalance(in *Input, opts Options) Result {
 	r.LowerBound = int64(math.Ceil(lbDev))
 	r.MaxMeanAfter = s.maxMean(pools)
 	return r
+}
+
+// prune drops moves of r.Moves[first:] that the others make unneeded,
+// largest first: greedy selection by heat per byte can take a stripe early
+// that a later, hotter one makes redundant (stripes of unequal size). A
+// move is dropped while the rest still remove need; it returns what the
+// kept moves remove.
+func (s *state) prune(r *Result, first int, removed, need float64, h *coolHeap) float64 {
+	mine := r.Moves[first:]
+	order := make([]int, len(mine))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		ma, mb := &mine[order[a]], &mine[order[b]]
+		if ma.Bytes != mb.Bytes {
+			return ma.Bytes > mb.Bytes
+		}
+		if ma.Heat != mb.Heat {
+			return ma.Heat < mb.Heat
+		}
+		return ma.Stripe < mb.Stripe
+	})
+	drop := map[int]bool{}
+	for _, i := range order {
+		m := &mine[i]
+		if removed-m.Heat < need {
+			continue
+		}
+		removed -= m.Heat
+		drop[i] = true
+		// undo apply
+		s.load[m.From] += m.Heat
+		s.load[m.To] -= m.Heat
+		s.dsLoad[s.in.Devices[m.From].DS] += m.Heat
+		s.dsLoad[s.in.Devices[m.To].DS] -= m.Heat
+		s.used[m.To] -= float64(m.Bytes)
+		delete(s.moved, m.Stripe)
+		r.Bytes -= m.Bytes
+		h.fix(m.To, m.From)
+	}
+	if len(drop) > 0 {
+		kept := r.Moves[:first]
+		for i := range mine {
+			if !drop[i] {
+				kept = append(kept, mine[i])
+			}
+		}
+		r.Moves = kept
+	}
+	return removed
 }
 
 // smallestCovering returns the stripe with the fewest bytes among the

@@ -134,6 +134,28 @@ func TestEvacuate(t *testing.T) {
 	}
 }
 
+// Greedy selection by heat per byte takes a small, dense stripe first,
+// then needs a big one that covers the excess alone: the small one is
+// dropped again.
+func TestRebalanceDropsMovesMadeRedundant(t *testing.T) {
+	var b builder
+	d0 := b.dev(0, 0, 96) // mean (96 + 400) / 6, target 86.8: excess 9.2
+	b.dev(1, 0, 0)        // the cool destination
+	for i := int32(2); i < 6; i++ {
+		b.dev(i, 0, 100)
+	}
+	b.stripe(d0, 0, 0, 4, 3)   // A: 0.75 B/s per byte
+	b.stripe(d0, 1, 0, 15, 10) // B: 0.67
+	r := Rebalance(&b.in, Options{Only: []int32{d0}})
+	if len(r.Moves) != 1 || r.Moves[0].Stripe != 1 || r.Bytes != 15 {
+		t.Fatalf("got %d moves of %d bytes: %+v; want B alone (15 bytes), A dropped once B covers the excess", len(r.Moves), r.Bytes, r.Moves)
+	}
+	// fractional bound: A's 4 bytes + 15 × 6.2 ÷ 10 = 13.3
+	if r.LowerBound != 14 {
+		t.Errorf("lower bound %d; want 14", r.LowerBound)
+	}
+}
+
 func TestCoverBound(t *testing.T) {
 	for _, tc := range []struct {
 		heat  []float64
@@ -143,7 +165,7 @@ func TestCoverBound(t *testing.T) {
 	}{
 		{[]float64{10, 10, 10}, []int64{5, 5, 5}, 15, 10}, // two equal stripes: exact
 		{[]float64{10, 1}, []int64{1, 100}, 10, 1},        // the dense one covers it
-		{[]float64{10, 10}, []int64{4, 8}, 15, 8},         // fractional: 4 + 8 × 5/10 = 8; count: 2 × 4 = 8
+		{[]float64{10, 10}, []int64{4, 8}, 15, 12},        // fractional: 4 + 8 × 5/10 = 8; count: both are needed, 4 + 8 = 12
 		{[]float64{1, 1}, []int64{1, 1}, 5, math.Inf(1)},  // cannot be covered
 		{[]float64{3, 3, 3}, []int64{10, 10, 10}, 0, 0},   // nothing to do
 		// by heat per byte 0.2, 0.2, 0.08: 10 + 10 + 100 × 5/8 = 82.5 beats
