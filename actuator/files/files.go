@@ -16,12 +16,13 @@
 //	state.json         device states set through SetState
 //
 // Every step is idempotent (docs/actions.md, "The files driver"): Copy
-// writes EXPORT/.ballast-NAME.ID.part beside the destination, resumes it
-// where it stopped, fsyncs and renames it into place; Verify reads both
-// copies back through SHA-256; Commit is a compare-and-swap on the layout
-// generation under the fence, with the hook as the point of no return;
-// Cleanup and Abort remove only a copy the layout no longer (or never)
-// references.
+// writes EXPORT/.ballast-NAME.ID.eEPOCH.part beside the destination,
+// resumes it where it stopped, fsyncs and renames it into place; Verify
+// reads both copies back through SHA-256; Commit is a compare-and-swap on
+// the layout generation under the fence, with the hook as the point of no
+// return; Cleanup and Abort remove only a copy the layout no longer (or
+// never) references. Renames, aborts and cleanups run under the fence at
+// the epoch of the last TakeOver, so a deposed leader touches nothing.
 package files
 
 import (
