@@ -311,6 +311,13 @@ func (w Window) At(t time.Time) (start, end time.Time) {
 	return start, end
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) models.Finding {
 	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
 	return models.Finding{
@@ -338,6 +345,7 @@ func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) mode
 			{Name: "jitter_seconds", Value: r3(p.Jitter.Seconds()), Unit: "s"},
 			{Name: "bursts", Value: float64(p.Bursts)},
 			{Name: "missing_bursts", Value: float64(p.Missing)},
+			{Name: "renewal_model", Value: b2f(p.Renewal), Note: "1 = period and next start from the intervals between bursts (jitter that adds up), 0 = from the lattice fit"},
 		},
 	}
 }
