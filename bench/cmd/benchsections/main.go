@@ -29,7 +29,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -48,6 +48,7 @@ func main() {
 		{"remote", remoteSection},
 		{"scale", scaleSection},
 		{"actuator", actuatorSection},
+		{"readahead", readaheadSection},
 	}
 	failed := false
 	for _, s := range sections {
