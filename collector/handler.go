@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/ballast-io/ballast/internal/ratelog"
 	"github.com/ballast-io/ballast/models"
@@ -262,49 +261,4 @@ func constMetric(descs map[string]family, s Sample) (prometheus.Metric, error) {
 		return nil, fmt.Errorf("cannot expose sample %q: no descriptor in models.Metrics", s.Name)
 	}
 	return prometheus.NewConstMetric(f.desc, f.typ, s.Value, s.Values...)
-}
-
-// sampleSet adapts a fixed list of samples to prometheus.Collector.
-type sampleSet struct {
-	samples []Sample
-	descs   map[string]family
-	errs    []error
-}
-
-func (s *sampleSet) Describe(chan<- *prometheus.Desc) {}
-
-func (s *sampleSet) Collect(ch chan<- prometheus.Metric) {
-	for _, x := range s.samples {
-		m, err := constMetric(s.descs, x)
-		if err != nil {
-			s.errs = append(s.errs, err)
-			continue
-		}
-		ch <- m
-	}
-}
-
-// WriteText writes samples in Prometheus text exposition format, with
-// HELP and TYPE lines and families and series sorted, exactly as the
-// handler would serve them. The cluster twin and the golden tests use it.
-func WriteText(w io.Writer, samples []Sample) error {
-	set := &sampleSet{samples: samples, descs: descriptors()}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(set); err != nil {
-		return fmt.Errorf("cannot register samples: %w", err)
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		return fmt.Errorf("cannot gather samples: %w", err)
-	}
-	if len(set.errs) > 0 {
-		return errors.Join(set.errs...)
-	}
-	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			return fmt.Errorf("cannot encode %q: %w", mf.GetName(), err)
-		}
-	}
-	return nil
 }

@@ -288,15 +288,15 @@ func (t *Twin) mountOps(cl *client) []mountOp {
 // RenderNode writes the Prometheus text exposition that node's ballast
 // agent would serve now (role ds: nvme, diskstats, nfsd, filesystem and
 // netdev collectors; role client: dcgm, mountstats, netdev and readahead), from
-// the metric table in models, byte for byte as collector.WriteText would
-// encode the same samples. A data server that is down returns ErrNodeDown
-// and writes nothing.
+// the metric table in models, encoded by collector.WriteText (ballast's one
+// exposition encoder, byte for byte what the agent serves). A data server
+// that is down returns ErrNodeDown and writes nothing.
 func (t *Twin) RenderNode(node string, w io.Writer) error {
 	samples, err := t.NodeSamples(node)
 	if err != nil {
 		return err
 	}
-	if err := writeExposition(w, samples); err != nil {
+	if err := collector.WriteText(w, samples); err != nil {
 		return fmt.Errorf("cannot render node %q: %w", node, err)
 	}
 	return nil

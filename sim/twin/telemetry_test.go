@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -354,39 +353,6 @@ func TestLayoutBusyTimeBounded(t *testing.T) {
 	}
 }
 
-// TestExpositionMatchesCollector holds the twin's encoder to the collector
-// package's: the same samples must give the same bytes, for data servers
-// (one with a failed drive, one after a reboot) and clients.
-func TestExpositionMatchesCollector(t *testing.T) {
-	tw, err := New(mustLoad(t, "mixed"), 2, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw.Run(112 * 60) // ds07/nvme3n1 has failed, ds02 has come back
-	for _, n := range tw.Nodes() {
-		samples, err := tw.NodeSamples(n.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want, got bytes.Buffer
-		if err := collector.WriteText(&want, samples); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeExposition(&got, samples); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			g, w := strings.Split(got.String(), "\n"), strings.Split(want.String(), "\n")
-			for i := range min(len(g), len(w)) {
-				if g[i] != w[i] {
-					t.Fatalf("%s: line %d is\n%s\nwant\n%s", n.Name, i+1, g[i], w[i])
-				}
-			}
-			t.Fatalf("%s: %d lines; want %d", n.Name, len(g), len(w))
-		}
-	}
-}
-
 // TestReadAheadFixClosesWaste applies the action a read-ahead finding
 // would lead to and checks that the waste ends and the client's NIC is
 // relieved.
@@ -454,28 +420,6 @@ func TestIdentifiersMapBack(t *testing.T) {
 	}
 	if tw.DeviceName("00") != "" || tw.StripeOfHandle("zz") != "" {
 		t.Fatal("garbage ids mapped to something")
-	}
-}
-
-func TestExpositionEscapesLikeCollector(t *testing.T) {
-	samples := []collector.Sample{
-		{Name: models.MetricNFSClientReadBytes, Values: []string{`/mnt/a "b"`, "srv:/x\\y\nz"}, Value: 1.5e300},
-		{Name: models.MetricNFSClientReadBytes, Values: []string{"/mnt/a", "srv:/x"}, Value: -1},
-		{Name: models.MetricNFSDThreads, Value: 0.1},
-	}
-	var want, got bytes.Buffer
-	if err := collector.WriteText(&want, samples); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeExposition(&got, samples); err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != want.String() {
-		t.Fatalf("got\n%s\nwant\n%s", got.String(), want.String())
-	}
-	dup := append(samples, samples[1])
-	if err := writeExposition(io.Discard, dup); err == nil {
-		t.Fatal("a duplicate series was written")
 	}
 }
 

@@ -1,4 +1,4 @@
-package twin
+package collector
 
 import (
 	"fmt"
@@ -10,53 +10,56 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ballast-io/ballast/collector"
 	"github.com/ballast-io/ballast/models"
 )
 
-// family is what the encoder needs of a metric family's descriptor: its
+// textFamily is what WriteText needs of a metric family's descriptor: its
 // help, type and label names, and the label order sorted by name.
-type family struct {
+type textFamily struct {
 	desc  models.MetricDesc
 	order []int // indexes of desc.Labels sorted by label name
 }
 
 var (
-	familiesOnce sync.Once
-	families     map[string]*family
+	textFamiliesOnce sync.Once
+	textFamilies     map[string]*textFamily
 )
 
-func lookupFamily(name string) *family {
-	familiesOnce.Do(func() {
-		families = make(map[string]*family, len(models.Metrics))
+func lookupTextFamily(name string) *textFamily {
+	textFamiliesOnce.Do(func() {
+		textFamilies = make(map[string]*textFamily, len(models.Metrics))
 		for _, d := range models.Metrics {
-			f := &family{desc: d, order: make([]int, len(d.Labels))}
+			f := &textFamily{desc: d, order: make([]int, len(d.Labels))}
 			for i := range f.order {
 				f.order[i] = i
 			}
 			sort.Slice(f.order, func(a, b int) bool { return d.Labels[f.order[a]] < d.Labels[f.order[b]] })
-			families[d.Name] = f
+			textFamilies[d.Name] = f
 		}
 	})
-	return families[name]
+	return textFamilies[name]
 }
 
-// writeExposition writes samples as Prometheus text exposition, byte for
-// byte what collector.WriteText writes (families sorted by name, HELP and
-// TYPE lines, labels in name order, series sorted by label values, floats
-// formatted as expfmt does; TestExpositionMatchesCollector holds the two
-// together). It is hand-written because WriteText builds a registry and
-// protobuf families on every call, which made rendering the twin's nodes
-// cost more than simulating them; this encoder does the same work with a
-// sort and one buffer.
-func writeExposition(w io.Writer, samples []collector.Sample) error {
+// WriteText writes samples in Prometheus text exposition format (0.0.4):
+// families sorted by name with HELP and TYPE lines from models.Metrics,
+// labels in name order, series sorted by label values, floats and escapes
+// as expfmt writes them — byte for byte what the agent's promhttp handler
+// serves for the same samples (TestWriteTextMatchesExpfmt holds the two
+// together over every fixture). It is ballast's one exposition encoder:
+// the cluster twin renders its nodes with it and the golden tests record
+// it. It is hand-written, not a prometheus registry plus expfmt, because
+// building a registry and protobuf families on every call made rendering
+// the twin's nodes cost more than simulating them; this does the same work
+// with a sort and one buffer. A sample without a descriptor, with the
+// wrong number of label values, or repeating a series is an error.
+func WriteText(w io.Writer, samples []Sample) error {
 	idx := make([]int, len(samples))
 	for i := range idx {
 		idx[i] = i
 	}
-	fams := make([]*family, len(samples))
+	fams := make([]*textFamily, len(samples))
 	for i, s := range samples {
-		f := lookupFamily(s.Name)
+		f := lookupTextFamily(s.Name)
 		if f == nil {
 			return fmt.Errorf("cannot expose sample %q: no descriptor in models.Metrics", s.Name)
 		}
@@ -123,7 +126,7 @@ func writeExposition(w io.Writer, samples []collector.Sample) error {
 	return err
 }
 
-func sameLabels(a, b *collector.Sample) bool {
+func sameLabels(a, b *Sample) bool {
 	for i := range a.Values {
 		if a.Values[i] != b.Values[i] {
 			return false
