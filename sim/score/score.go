@@ -180,15 +180,26 @@ var storageCauses = map[string]bool{"device": true, "ds_nic": true, "port": true
 // (precision; targets included).
 type rule struct {
 	targets, explains []string
+	// ownLevel: a finding matches only at its own level of the hierarchy
+	// and below — a device or stripe finding through its device (or
+	// stripe), never through the DS or port that contains it; a DS finding
+	// through its DS and port. So a hotspot on another drive of the hot
+	// shard's DS is not a hit.
+	ownLevel bool
+	// edgeExplains: an explaining record explains a finding only when the
+	// finding starts within the tolerance of the record's start or end (a
+	// change), not anywhere inside it: a workload_shift is explained by
+	// the job's phase starting or ending, not by the job running.
+	edgeExplains bool
 }
 
 var rules = map[string]rule{
 	"hotspot": {targets: []string{"hot_shard", "port_saturation"},
-		explains: []string{"device_saturated", "ds_nic_saturated", "port_saturated", "slow_drive"}},
+		explains: []string{"device_saturated", "ds_nic_saturated", "port_saturated", "slow_drive"}, ownLevel: true},
 	"checkpoint_burst":   {targets: []string{"checkpoint_burst"}},
 	"drive_failure_risk": {targets: []string{"failing_drive"}, explains: []string{"drive_failed", "slow_drive"}},
 	"gpu_starvation":     {targets: []string{"gpu_idle_storage"}, explains: append([]string{"gpu_idle", "gpu_idle_storage_minor"}, faultKinds...)},
-	"workload_shift":     {targets: []string{"workload_shift"}, explains: []string{"workload_phase"}},
+	"workload_shift":     {targets: []string{"workload_shift"}, explains: []string{"workload_phase"}, edgeExplains: true},
 }
 
 // faultKinds are the truth kinds of a storage fault or saturation: a
@@ -388,6 +399,21 @@ func truthNames(t *twin.TruthRecord) []models.Subject {
 	return out
 }
 
+// ownLevel keeps, of a finding's names, those at its own level or below:
+// a device or stripe finding loses the DS and port that contain it.
+func ownLevel(k models.SubjectKind, names []models.Subject) []models.Subject {
+	if k != models.SubjectDevice && k != models.SubjectStripe {
+		return names
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		if n.Kind == models.SubjectDevice || n.Kind == models.SubjectStripe {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // subjectsMatch reports whether a finding naming fn is about truth t.
 func (m *matcher) subjectsMatch(fn []models.Subject, t *twin.TruthRecord) bool {
 	tn := truthNames(t)
@@ -418,6 +444,13 @@ func (m *matcher) timesMatch(f *models.Finding, t *twin.TruthRecord) bool {
 	return !f.Start.After(m.end(t.End).Add(tol)) && !m.end(f.End).Before(t.Start.Add(-tol))
 }
 
+// atEdge reports whether f starts within the tolerance of t's start or
+// (when t ended) its end.
+func (m *matcher) atEdge(f *models.Finding, t *twin.TruthRecord) bool {
+	near := func(x time.Time) bool { d := f.Start.Sub(x); return d <= m.in.Tolerance && d >= -m.in.Tolerance }
+	return near(t.Start) || (!t.End.IsZero() && near(t.End))
+}
+
 func (m *matcher) firstReported(f *models.Finding) time.Time {
 	if t, ok := m.in.FirstReported[f.ID]; ok {
 		return t
@@ -439,6 +472,9 @@ func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecor
 	names := make([][]models.Subject, len(fs))
 	for i := range fs {
 		names[i] = m.names(fs[i].Subject)
+		if r.ownLevel {
+			names[i] = ownLevel(fs[i].Subject.Kind, names[i])
+		}
 	}
 	matched := make([]bool, len(fs))
 	var delays []float64
@@ -451,6 +487,9 @@ func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecor
 		first := time.Time{}
 		for i := range fs {
 			if !m.timesMatch(&fs[i], t) || !m.subjectsMatch(names[i], t) {
+				continue
+			}
+			if !isTarget && r.edgeExplains && !m.atEdge(&fs[i], t) {
 				continue
 			}
 			matched[i] = true

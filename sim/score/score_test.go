@@ -264,3 +264,42 @@ func TestUndefinedScoresEncodeAsNull(t *testing.T) {
 		t.Errorf("got %s; want precision null for a kind with no findings", b)
 	}
 }
+
+// TestHotspotHitNeedsTheHotDeviceOrDS: a hotspot finding on another drive
+// of the hot shard's DS neither detects the hot shard nor is explained by
+// it (it once counted through the DS that contains both); a DS finding on
+// that DS still does.
+func TestHotspotHitNeedsTheHotDeviceOrDS(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("hot_shard", subj("stripe", "imagenet/shard-00017#0"), 10, 70, map[string]any{"device": "ds04/nvme4n1", "ds": "ds04"}),
+		},
+		Findings: []models.Finding{finding("hotspot", subj("device", "ds04/nvme1n1"), 12, 60)},
+		Names:    names(),
+		End:      at(100),
+	}
+	if hs := Score(in).Kinds["hotspot"]; hs.TruePositives != 0 || hs.Detected != 0 {
+		t.Errorf("another drive of the DS: %d true positives, %d detected; want 0, 0", hs.TruePositives, hs.Detected)
+	}
+	in.Findings = []models.Finding{finding("hotspot", subj("ds", "10.0.0.4:2049"), 12, 60)}
+	if hs := Score(in).Kinds["hotspot"]; hs.TruePositives != 1 || hs.Detected != 1 {
+		t.Errorf("the DS itself: %d true positives, %d detected; want 1, 1", hs.TruePositives, hs.Detected)
+	}
+}
+
+// TestWorkloadShiftIsExplainedOnlyByAPhaseChange: a workload_shift
+// finding in the middle of a job's phase is a false flip-flop (once any
+// shift during a job counted as explained); one within the tolerance of
+// the phase's start or end is the job changing.
+func TestWorkloadShiftIsExplainedOnlyByAPhaseChange(t *testing.T) {
+	in := Input{
+		Truth:    []twin.TruthRecord{truth("workload_phase", subj("job", "scan"), 30, 90, map[string]any{"class": "analytics"})},
+		Findings: []models.Finding{finding("workload_shift", subj("job", "scan"), 30.5, 31), finding("workload_shift", subj("job", "scan"), 60, 61), finding("workload_shift", subj("job", "scan"), 90.5, 91)},
+		Start:    at(0),
+		End:      at(120),
+	}
+	ws := Score(in).Kinds["workload_shift"]
+	if ws.TruePositives != 2 || float64(ws.FalsePerHour) != 0.5 {
+		t.Errorf("%d explained, %v false per hour; want the shifts at the phase's start and end explained, 0.5 false per hour", ws.TruePositives, ws.FalsePerHour)
+	}
+}
