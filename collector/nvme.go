@@ -77,7 +77,6 @@ func (c *nvmeCollector) Collect(ctx context.Context) ([]Sample, error) {
 			return out, ctx.Err()
 		}
 		name := e.Name()
-		id := c.identity(name)
 		l, err := c.readLog(filepath.Join(c.devRoot, name))
 		if err != nil {
 			c.log.warnOnce(name, err.Error(), "cannot read NVMe SMART log", "device", name)
@@ -85,6 +84,7 @@ func (c *nvmeCollector) Collect(ctx context.Context) ([]Sample, error) {
 			continue
 		}
 		c.log.clear(name)
+		id := c.identity(name) // only for a drive that answered: its labels
 		out = append(out, deviceUp("nvme", name, true), id.info())
 		if b, err := sysUint(filepath.Join(c.sysRoot, "class/nvme", name), "size"); err == nil {
 			out = append(out, Sample{models.MetricDriveCapacity, id.labels(), b})
@@ -159,7 +159,7 @@ func (c *nvmeCollector) identity(name string) driveID {
 }
 
 func sysString(dir, file string) string {
-	b, err := os.ReadFile(filepath.Join(dir, file))
+	b, err := readSysFile(filepath.Join(dir, file))
 	if err != nil {
 		return ""
 	}
@@ -176,7 +176,7 @@ func sysUint(dir, file string) (float64, error) {
 	sort.Strings(nss)
 	var total float64
 	for _, p := range nss {
-		b, err := os.ReadFile(p)
+		b, err := readSysFile(p)
 		if err != nil {
 			return 0, err
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -166,7 +165,7 @@ func newNFSDCollector(opts Options, _ *onceLogger) (Collector, error) {
 }
 
 func (c *nfsdCollector) Collect(context.Context) ([]Sample, error) {
-	b, err := os.ReadFile(filepath.Join(c.procRoot, "net/rpc/nfsd"))
+	b, err := readSysFile(filepath.Join(c.procRoot, "net/rpc/nfsd"))
 	if err != nil {
 		return nil, notApplicableIfMissing(err, "nfsd statistics")
 	}
@@ -176,7 +175,7 @@ func (c *nfsdCollector) Collect(context.Context) ([]Sample, error) {
 	}
 	// pool_stats needs the nfsd filesystem mounted; without it only the
 	// thread-pool series are missing.
-	if pb, err := os.ReadFile(filepath.Join(c.procRoot, "fs/nfsd/pool_stats")); err == nil {
+	if pb, err := readSysFile(filepath.Join(c.procRoot, "fs/nfsd/pool_stats")); err == nil {
 		ps, err := parsePoolStats(pb)
 		if err != nil {
 			return out, err
