@@ -115,7 +115,7 @@ func TestFilesDriverFailover(t *testing.T) {
 	}
 	etcd := testpeer.StartEtcd(t)
 	const ttl = 2 * time.Second
-	kills, round := 0, 0
+	kills, round, paused := 0, 0, false
 	var took []time.Duration
 	outcomes := map[string]int{} // of the moves a kill cut mid-copy
 	var total struct{ files, commits int }
@@ -129,6 +129,11 @@ func TestFilesDriverFailover(t *testing.T) {
 		go r.poster(p.addrs, stop)
 		cutNow := map[string]bool{}
 		for kills < failoverKills {
+			if !paused && kills == failoverKills/2 {
+				// half way, while the cluster still has moves to make
+				p.pausedLeaderNeverCommits(ttl)
+				paused = true
+			}
 			li, e1 := p.leader(15*time.Second, 0, 1)
 			l := p.procs[li]
 			id := copyStart(t, l, 40*time.Second)
@@ -147,9 +152,6 @@ func TestFilesDriverFailover(t *testing.T) {
 			kills++
 			cutNow[id] = true
 			p.start(li) // back, as the follower
-		}
-		if round == 1 {
-			p.pausedLeaderNeverCommits(ttl)
 		}
 		// the leader finishes; then it stops cleanly and the other, leading,
 		// finishes what its own journal still holds
@@ -208,8 +210,14 @@ func TestFilesDriverFailover(t *testing.T) {
 	}
 	t.Logf("%d kills (-9) of the leader mid-copy in %d rounds; the other led after at most %s (lease TTL %s; all: %v); the moves cut: %v; %d files checked by sha256, %d commits each applied once",
 		kills, round, worst.Round(time.Millisecond), ttl, roundAll(took), outcomes, total.files, total.commits)
-	if worst > ttl+time.Second {
-		t.Errorf("a takeover took %s; want within the lease TTL %s (+1 s for the election)", worst, ttl)
+	if !paused {
+		t.Error("the paused-leader check never ran")
+	}
+	// the lease expires at most TTL after the dead leader's last keepalive;
+	// the election and the first status poll come on top (a loaded machine
+	// stretches them, hence the slack)
+	if worst > 2*ttl {
+		t.Errorf("a takeover took %s; want within twice the lease TTL %s", worst, ttl)
 	}
 }
 
