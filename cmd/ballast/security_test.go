@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,10 +68,78 @@ func (s *secureSetup) client(t *testing.T, certName string) *http.Client {
 	if certName != "" {
 		tc.Certificates = []tls.Certificate{s.ca.KeyPair(t, s.dir, certName)}
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 20 * time.Second}
+	// Redirects are answers of their own (GET / → the console), not
+	// followed.
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 20 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-var routeRe = regexp.MustCompile(`msg=route pattern=(\S+) scope=(\S+)`)
+// routeRe reads the mds's "route" debug lines; slog quotes a pattern
+// with a method ("GET /api/v1/actions").
+var routeRe = regexp.MustCompile(`msg=route pattern=("(?:[^"\\]|\\.)*"|\S+) scope=(\S+)`)
+
+// documentedScopes is docs/security.md's scope table route by route (the
+// mds's ServeMux patterns). Every route the mds mounts must be here with
+// the same scope, everything here must be mounted, and every path must be
+// in its scope's row of docs/security.md: a new endpoint cannot be added
+// without deciding, testing and documenting who may reach it.
+var documentedScopes = map[string]string{
+	"/healthz": "public", "/readyz": "public", "GET /{$}": "public",
+
+	"/api/v1/import/prometheus": "ingest", "/api/v1/write": "ingest", "/api/v1/layoutstats": "ingest",
+
+	"/api/v1/query": "query", "/api/v1/query_range": "query", "/api/v1/series": "query", "/api/v1/labels": "query",
+	"/api/v1/label/{name}/values": "query", "/api/v1/metadata": "query", "/api/v1/query_exemplars": "query",
+	"/api/v1/status/buildinfo": "query", "/api/v1/status/tsdb": "query", "/api/v1/export": "query", "/federate": "query",
+	"/vmui": "query", "/vmui/": "query", "/api/v1/findings": "query", "/api/v1/status/pipeline": "query",
+	"/api/v1/status/devices": "query", "/api/v1/status/leader": "query", "GET /api/v1/reports/capacity/": "query",
+	"/ui/": "query", "GET /api/v1/actions": "query", "GET /api/v1/actions/{id}": "query", "/metrics": "query",
+
+	"POST /api/v1/actions/{id}/{verb}": "act", "POST /api/v1/readahead/sync": "act",
+
+	"/api/v1/admin/tsdb/delete_series": "admin",
+}
+
+// checkRouteTable compares the mounted routes with documentedScopes and
+// docs/security.md.
+func checkRouteTable(t *testing.T, routes map[string]string) {
+	t.Helper()
+	for pattern, scope := range routes {
+		want, ok := documentedScopes[pattern]
+		switch {
+		case !ok:
+			t.Errorf("the mds mounts %s (scope %s), which documentedScopes and docs/security.md lack: add it to both", pattern, scope)
+		case want != scope:
+			t.Errorf("%s is mounted with scope %s; docs/security.md gives it %s", pattern, scope, want)
+		}
+	}
+	for pattern := range documentedScopes {
+		if _, ok := routes[pattern]; !ok {
+			t.Errorf("documentedScopes lists %s, which the mds does not mount", pattern)
+		}
+	}
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, l := range strings.Split(string(doc), "\n") {
+		for _, sc := range []string{"public", "ingest", "query", "act", "admin"} {
+			if strings.HasPrefix(l, "| `"+sc+"`") {
+				rows[sc] = l
+			}
+		}
+	}
+	for pattern, scope := range documentedScopes {
+		_, path, ok := strings.Cut(pattern, " ")
+		if !ok {
+			path = pattern
+		}
+		if !strings.Contains(rows[scope], "`"+path+"`") {
+			t.Errorf("docs/security.md's %s row does not list `%s`", scope, path)
+		}
+	}
+}
 
 // TestEveryEndpointNeedsItsScope runs a real mds over TLS with client
 // certificates and one credential per scope, reads every route it mounts
@@ -83,14 +152,21 @@ func TestEveryEndpointNeedsItsScope(t *testing.T) {
 	base := "https://" + p.addr
 	routes := map[string]string{}
 	for _, m := range routeRe.FindAllStringSubmatch(p.logs.String(), -1) {
-		routes[m[1]] = m[2]
-	}
-	for _, must := range []string{"/api/v1/import/prometheus", "/api/v1/write", "/api/v1/layoutstats", "/api/v1/query", "/api/v1/admin/tsdb/delete_series", "/metrics"} {
-		if routes[must] == "" {
-			t.Fatalf("route %s not logged; routes: %v", must, routes)
+		pattern := m[1]
+		if uq, err := strconv.Unquote(pattern); err == nil {
+			pattern = uq
 		}
+		routes[pattern] = m[2]
 	}
+	if len(routes) == 0 {
+		t.Fatalf("no route logged at debug level:\n%s", p.logs)
+	}
+	checkRouteTable(t, routes)
 	plain := s.client(t, "")
+	certs := map[string]*http.Client{}
+	for _, sc := range scopes {
+		certs[sc] = s.client(t, "cert-"+sc)
+	}
 	var seen strings.Builder
 	do := func(c *http.Client, method, path, token string) int {
 		req, _ := http.NewRequest(method, base+path, nil)
@@ -107,19 +183,26 @@ func TestEveryEndpointNeedsItsScope(t *testing.T) {
 		return resp.StatusCode
 	}
 	other := map[string]string{"ingest": "query", "query": "ingest", "act": "query", "admin": "act"}
-	certs := map[string]*http.Client{}
-	for _, sc := range scopes {
-		certs[sc] = s.client(t, "cert-"+sc)
-	}
 	for pattern, scope := range routes {
 		method, path, ok := strings.Cut(pattern, " ")
 		if !ok {
 			method, path = http.MethodGet, pattern
 		}
-		path = strings.NewReplacer("{id}", "x", "{name}", "job").Replace(path)
+		path = strings.NewReplacer("{id}", "x", "{name}", "job", "{verb}", "approve", "{$}", "").Replace(path)
 		if scope == "public" {
-			if got := do(plain, method, path, ""); got == http.StatusUnauthorized || got == http.StatusForbidden {
-				t.Errorf("%s (public) without credentials: got %d; want it served", pattern, got)
+			// Public routes are served to anyone, with or without a
+			// credential; an unknown token is still refused (docs).
+			for _, c := range []struct {
+				caller string
+				client *http.Client
+				token  string
+			}{{"no credentials", plain, ""}, {"a token", plain, s.tokens["query"]}, {"a client certificate", certs["ingest"], ""}} {
+				if got := do(c.client, method, path, c.token); got == http.StatusUnauthorized || got == http.StatusForbidden {
+					t.Errorf("%s (public) with %s: got %d; want it served", pattern, c.caller, got)
+				}
+			}
+			if got := do(plain, method, path, "wrong-token-0123456789"); got != http.StatusUnauthorized {
+				t.Errorf("%s (public) with a wrong token: got %d; want 401", pattern, got)
 			}
 			continue
 		}
