@@ -12,6 +12,7 @@ import (
 	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/storage"
 )
 
 // Storage backends.
@@ -24,9 +25,11 @@ const (
 // VictoriaMetrics (default) or a remote engine (docs/storage.md).
 type StorageConfig struct {
 	// Backend is embedded or remote.
-	Backend          string   `yaml:"backend"`
-	Retention        Duration `yaml:"retention"`
-	FlushInterval    Duration `yaml:"flush_interval"`
+	Backend       string   `yaml:"backend"`
+	Retention     Duration `yaml:"retention"`
+	FlushInterval Duration `yaml:"flush_interval"`
+	// Durability is window or wal (docs/storage.md#durability).
+	Durability       string   `yaml:"durability"`
 	MinFreeDiskBytes int64    `yaml:"min_free_disk_bytes"`
 	MemoryBytes      int64    `yaml:"memory_bytes"`
 	QueryCache       bool     `yaml:"query_cache"`
@@ -165,6 +168,7 @@ func DefaultMDSConfig() MDSConfig {
 			Backend:          BackendEmbedded,
 			Retention:        Duration(30 * 24 * time.Hour),
 			FlushInterval:    Duration(5 * time.Second),
+			Durability:       storage.DurabilityWindow,
 			MinFreeDiskBytes: 100e6,
 			QueryCache:       true,
 			LatencyOffset:    0,
@@ -209,6 +213,9 @@ func (c *MDSConfig) Validate() error {
 	}
 	if time.Duration(s.FlushInterval) < time.Second {
 		errs = append(errs, fmt.Errorf("storage.flush_interval: %s is below the minimum of 1s", s.FlushInterval))
+	}
+	if s.Durability != storage.DurabilityWindow && s.Durability != storage.DurabilityWAL {
+		errs = append(errs, fmt.Errorf("storage.durability: %q is not %s or %s", s.Durability, storage.DurabilityWindow, storage.DurabilityWAL))
 	}
 	if s.MinFreeDiskBytes < 0 {
 		errs = append(errs, fmt.Errorf("storage.min_free_disk_bytes: %d is negative", s.MinFreeDiskBytes))

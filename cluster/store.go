@@ -74,6 +74,8 @@ func openStore(c *MDSConfig, version string, logger *slog.Logger, set *metrics.S
 		DataDir:           c.DataDir,
 		Retention:         time.Duration(c.Storage.Retention),
 		FlushInterval:     time.Duration(c.Storage.FlushInterval),
+		Durability:        c.Storage.Durability,
+		Logger:            logger,
 		MinFreeDiskBytes:  c.Storage.MinFreeDiskBytes,
 		MemoryBytes:       c.Storage.MemoryBytes,
 		DisableQueryCache: !c.Storage.QueryCache,

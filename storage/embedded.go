@@ -2,11 +2,17 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,6 +64,31 @@ type Options struct {
 	// Metrics receives ballast's storage counters (rejected queries, WAL,
 	// disk space). Default: a private set.
 	Metrics *metrics.Set
+	// Durability is DurabilityWindow (default) or DurabilityWAL
+	// (docs/storage.md#durability).
+	Durability string
+	// Logger receives the WAL's replay and flush problems. Default: discard.
+	Logger *slog.Logger
+}
+
+// Durability modes of the embedded store.
+const (
+	// DurabilityWindow: a crash loses at most what was acknowledged in the
+	// last WindowLoss(flush interval).
+	DurabilityWindow = "window"
+	// DurabilityWAL: every acknowledged row is in the fsynced write-ahead
+	// log; a crash loses nothing acknowledged.
+	DurabilityWAL = "wal"
+)
+
+// WindowLoss is the documented loss window of durability "window": rows
+// acknowledged longer ago than this before a crash are on disk. ballast
+// forces a flush every flush interval; a row waits for the next forced
+// flush (at most one interval), and a part caught in an in-memory merge
+// during that flush is written by VictoriaMetrics' own flusher within the
+// following interval; 2 s covers the flush itself.
+func WindowLoss(flushInterval time.Duration) time.Duration {
+	return 2*flushInterval + 2*time.Second
 }
 
 func (o *Options) withDefaults() Options {
@@ -85,6 +116,12 @@ func (o *Options) withDefaults() Options {
 	if r.Metrics == nil {
 		r.Metrics = metrics.NewSet()
 	}
+	if r.Durability == "" {
+		r.Durability = DurabilityWindow
+	}
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
 	return r
 }
 
@@ -103,6 +140,11 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("storage memory bytes %d is negative", o.MemoryBytes)
 	case o.MaxConcurrentQueries < 0:
 		return fmt.Errorf("max concurrent queries %d is negative", o.MaxConcurrentQueries)
+	}
+	switch o.Durability {
+	case "", DurabilityWindow, DurabilityWAL:
+	default:
+		return fmt.Errorf("storage durability %q is not one of %s, %s", o.Durability, DurabilityWindow, DurabilityWAL)
 	}
 	switch strings.ToUpper(o.LogLevel) {
 	case "", "INFO", "WARN", "ERROR":
@@ -124,6 +166,14 @@ type Embedded struct {
 	closed bool
 
 	rowsAdded atomic.Uint64
+
+	wal         *wal // nil in durability "window"
+	stopFlusher chan struct{}
+	flusherDone chan struct{}
+	stopOnce    sync.Once
+	flushes     *metrics.Counter
+	flushSkips  *metrics.Counter
+	flushSecs   *metrics.Histogram
 }
 
 var (
@@ -160,7 +210,140 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	openedOnce = true
 	vmstorage.Init(o.MaxConcurrentQueries, 10*time.Second, promql.ResetRollupResultCacheIfNeeded)
 	vmselect.Init(o.MaxConcurrentQueries, 10*time.Second)
-	return &Embedded{opts: o, lock: lock}, nil
+	e := &Embedded{opts: o, lock: lock, stopFlusher: make(chan struct{}), flusherDone: make(chan struct{})}
+	e.flushes = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_total`)
+	e.flushSkips = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_skipped_total`)
+	e.flushSecs = o.Metrics.GetOrCreateHistogram(`ballast_storage_forced_flush_duration_seconds`)
+	if o.Durability == DurabilityWAL {
+		if err := e.openWAL(); err != nil {
+			vmselect.Stop()
+			vmstorage.Stop()
+			lock.Close()
+			return nil, err
+		}
+	}
+	go e.flusher()
+	return e, nil
+}
+
+// openWAL replays what the last run left in the WAL into the store and
+// opens it for appends.
+func (e *Embedded) openWAL() error {
+	w, err := openWAL(filepath.Join(e.opts.DataDir, walDirName), e.opts.Metrics)
+	if err != nil {
+		return err
+	}
+	var rows int
+	for _, s := range w.sealed {
+		n, discarded, err := replaySegment(s.path, func(mrs []vmstorage_lib.MetricRow) error {
+			return vmstorage.VMInsertAPI.WriteRows(mrs)
+		})
+		rows += n
+		w.replayed.Add(n)
+		if err != nil {
+			w.close(false)
+			return fmt.Errorf("cannot replay the WAL segment %q: %w", s.path, err)
+		}
+		if discarded > 0 {
+			e.opts.Logger.Warn("WAL segment ends in a record that was never acknowledged; discarded", "segment", s.path, "bytes", discarded)
+		}
+	}
+	if len(w.sealed) > 0 {
+		e.opts.Logger.Info("WAL replayed", "segments", len(w.sealed), "rows", rows)
+	}
+	e.wal = w
+	return nil
+}
+
+// flusher forces VictoriaMetrics' in-memory data to disk every flush
+// interval — on a deadline, also under load, where VictoriaMetrics' own
+// flusher falls behind — and removes WAL segments the flushes made
+// redundant.
+func (e *Embedded) flusher() {
+	defer close(e.flusherDone)
+	t := time.NewTicker(e.opts.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stopFlusher:
+			return
+		case <-t.C:
+		}
+		if err := e.checkpoint(); err != nil {
+			e.opts.Logger.Warn("cannot force a flush of the store", "err", err)
+		}
+	}
+}
+
+// checkpoint seals the current WAL segment, waits until every row of the
+// sealed segments is in the store, forces a flush and removes the segments
+// that enough flushes have made redundant.
+func (e *Embedded) checkpoint() error {
+	var segs []*walSegment
+	if e.wal != nil {
+		var err error
+		if segs, err = e.wal.seal(); err != nil {
+			return err
+		}
+		for _, s := range segs {
+			s.writers.Wait()
+		}
+	}
+	ok, err := e.forceFlush()
+	if err != nil || !ok {
+		return err
+	}
+	if e.wal != nil {
+		return e.wal.flushed(segs)
+	}
+	return nil
+}
+
+// forceFlush writes every row handed to the store so far to disk, except
+// parts VictoriaMetrics is merging in memory at that moment. lib/storage
+// has no public call for it; creating a snapshot flushes (the partitions'
+// flushInmemoryRowsToFiles and the indexdb's flushInmemoryItemsToFiles),
+// and the snapshot, hard links only, is deleted at once. It does nothing
+// (false) while the store is read-only: a flush into a full disk panics in
+// lib/storage.
+func (e *Embedded) forceFlush() (bool, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return false, ErrClosed
+	}
+	if vmstorage.VMInsertAPI.IsReadOnly() || freeBytes(e.opts.DataDir) < e.opts.MinFreeDiskBytes {
+		e.flushSkips.Inc()
+		return false, nil
+	}
+	start := time.Now()
+	vmstorage.DebugFlush()
+	rec := httptest.NewRecorder()
+	vmstorage.RequestHandler(rec, httptest.NewRequest(http.MethodPost, "/snapshot/create", nil))
+	var ans struct {
+		Status, Snapshot, Msg string
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.Snapshot == "" {
+		return false, fmt.Errorf("cannot flush through a snapshot: %d %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	rec = httptest.NewRecorder()
+	vmstorage.RequestHandler(rec, httptest.NewRequest(http.MethodPost, "/snapshot/delete?snapshot="+url.QueryEscape(ans.Snapshot), nil))
+	if !strings.Contains(rec.Body.String(), `"ok"`) {
+		return true, fmt.Errorf("cannot delete the flush snapshot %s: %s", ans.Snapshot, strings.TrimSpace(rec.Body.String()))
+	}
+	e.flushes.Inc()
+	e.flushSecs.UpdateDuration(start)
+	return true, nil
+}
+
+// freeBytes is the space available to unprivileged writers at dir, or
+// max int64 when it cannot be read.
+func freeBytes(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return math.MaxInt64
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // LockDataDir makes dir absolute, creates it, and takes an exclusive,
@@ -217,6 +400,11 @@ func setVMFlags(o *Options) error {
 		"storage.trackMetricNamesStats": "false",
 		"search.maxStalenessInterval":   "0s",
 		"search.minStalenessInterval":   "0s",
+	}
+	if o.Durability == DurabilityWAL {
+		// A replayed row may already be on disk: keep one sample per
+		// series and millisecond, as the row was written once.
+		set["dedup.minScrapeInterval"] = "1ms"
 	}
 	if o.MemoryBytes > 0 {
 		set["memory.allowedBytes"] = strconv.FormatInt(o.MemoryBytes, 10)
@@ -340,8 +528,27 @@ func (e *Embedded) WriteRows(rows []vmstorage_lib.MetricRow) error {
 	if vmstorage.VMInsertAPI.IsReadOnly() {
 		return ErrReadOnly
 	}
-	if err := vmstorage.VMInsertAPI.WriteRows(rows); err != nil {
-		return fmt.Errorf("cannot write %d rows: %w", len(rows), err)
+	if e.wal == nil {
+		if err := vmstorage.VMInsertAPI.WriteRows(rows); err != nil {
+			return fmt.Errorf("cannot write %d rows: %w", len(rows), err)
+		}
+		e.rowsAdded.Add(uint64(len(rows)))
+		return nil
+	}
+	// The rows go to the WAL's current group and to the store while the
+	// previous group is being synced; the answer waits for the fsync.
+	g, seg, err := e.wal.append(rows)
+	if err != nil {
+		return fmt.Errorf("cannot write %d rows to the WAL: %w", len(rows), err)
+	}
+	werr := vmstorage.VMInsertAPI.WriteRows(rows)
+	err = g.wait()
+	seg.writers.Done()
+	if werr != nil {
+		return fmt.Errorf("cannot write %d rows: %w", len(rows), werr)
+	}
+	if err != nil {
+		return err
 	}
 	e.rowsAdded.Add(uint64(len(rows)))
 	return nil
@@ -386,6 +593,12 @@ func (e *Embedded) SizeBytes() int64 {
 // in-flight appends and queries, then refuses new ones; it is idempotent.
 // The context bounds only the wait for in-flight work.
 func (e *Embedded) Close(ctx context.Context) error {
+	e.stopOnce.Do(func() { close(e.stopFlusher) })
+	select {
+	case <-e.flusherDone:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot close storage at %q: the forced flush did not finish: %w", e.opts.DataDir, ctx.Err())
+	}
 	done := make(chan struct{})
 	go func() {
 		e.mu.Lock()
@@ -403,6 +616,11 @@ func (e *Embedded) Close(ctx context.Context) error {
 	e.closed = true
 	vmselect.Stop()
 	vmstorage.Stop()
+	var err error
+	if e.wal != nil {
+		// Stop wrote everything to disk: the WAL holds nothing needed.
+		err = e.wal.close(true)
+	}
 	e.lock.Close()
-	return nil
+	return err
 }

@@ -41,6 +41,7 @@ func init() {
 type mdsFlags struct {
 	config, listen, dataDir, logLevel string
 	retention, flushInterval          string
+	durability                        string
 	targets                           stringList
 	store                             string
 	flushURLs                         stringList
@@ -54,6 +55,7 @@ func (f *mdsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&f.retention, "retention", d.Storage.Retention.String(), "how long samples are kept (e.g. 30d, 720h; minimum 24h)")
 	fs.StringVar(&f.flushInterval, "flush-interval", d.Storage.FlushInterval.String(), "how often in-memory data is written to disk; bounds loss on a crash (minimum 1s)")
+	fs.StringVar(&f.durability, "durability", d.Storage.Durability, "window (a crash loses what was acknowledged in the last 2 × flush-interval + 2s) or wal (write-ahead log, fsynced before the answer: a crash loses nothing acknowledged)")
 	fs.StringVar(&f.store, "store", d.Storage.Backend, cluster.StoreFlagUsage+"; overrides storage.backend and its URLs")
 	fs.Var(&f.flushURLs, "store-flush-url", "with --store remote=…: a URL that makes recent writes searchable (only demo and eval flush); repeatable")
 	fs.Var(&f.targets, "scrape-target", "HOST:PORT of an agent to scrape; repeat for several (adds to the config's scrape.targets)")
@@ -90,6 +92,8 @@ func (f *mdsFlags) load(fs *flag.FlagSet) (cluster.MDSConfig, error) {
 				ferr = fmt.Errorf("--flush-interval: %w", err)
 			}
 			cfg.Storage.FlushInterval = cluster.Duration(d)
+		case "durability":
+			cfg.Storage.Durability = f.durability
 		case "scrape-target":
 			cfg.Scrape.Targets = append(cfg.Scrape.Targets, f.targets...)
 		case "store":
