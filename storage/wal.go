@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ const (
 )
 
 var walCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// walBufPool keeps group buffers: a group is a few MB under load.
+var walBufPool sync.Pool
 
 // ErrDiskFull is returned when a write failed for lack of space.
 var ErrDiskFull = errors.New("no space left on the filesystem of the data dir")
@@ -184,8 +188,18 @@ func (w *wal) append(rows []vmstorage_lib.MetricRow) (*walGroup, *walSegment, er
 		w.queue = append(w.queue, g)
 		w.cond.Broadcast()
 	}
+	if g.buf == nil {
+		if b, ok := walBufPool.Get().(*[]byte); ok {
+			g.buf = (*b)[:0]
+		}
+	}
+	need := walHeaderLen
+	for i := range rows {
+		need += len(rows[i].MetricNameRaw) + binary.MaxVarintLen64 + 16
+	}
+	g.buf = slices.Grow(g.buf, need)
 	start := len(g.buf)
-	g.buf = append(g.buf, make([]byte, walHeaderLen)...)
+	g.buf = append(g.buf, 0, 0, 0, 0, 0, 0, 0, 0) // walHeaderLen, filled below
 	for i := range rows {
 		g.buf = rows[i].Marshal(g.buf)
 	}
@@ -223,6 +237,10 @@ func (w *wal) syncer() {
 		}
 		w.mu.Unlock()
 		g.err = w.writeGroup(g)
+		if cap(g.buf) <= 64<<20 {
+			b := g.buf[:0]
+			walBufPool.Put(&b)
+		}
 		g.buf = nil
 		close(g.done)
 	}
