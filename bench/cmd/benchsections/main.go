@@ -29,7 +29,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead, durability); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -49,6 +49,7 @@ func main() {
 		{"scale", scaleSection},
 		{"actuator", actuatorSection},
 		{"readahead", readaheadSection},
+		{"durability", durabilitySection},
 	}
 	failed := false
 	for _, s := range sections {

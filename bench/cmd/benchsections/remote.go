@@ -189,11 +189,14 @@ func render(n, steps int, end time.Time) [][]byte {
 
 // post sends bodies with remoteWriters goroutines, each body once, in order per
 // goroutine.
-func post(u string, bodies [][]byte) error {
+func post(u string, bodies [][]byte) error { return postN(u, bodies, remoteWriters) }
+
+// postN is post with writers goroutines.
+func postN(u string, bodies [][]byte, writers int) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, remoteWriters)
+	errs := make(chan error, writers)
 	next := make(chan []byte)
-	for range remoteWriters {
+	for range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
