@@ -343,6 +343,16 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	if !m.rt.ManualTicks {
 		m.pipeline.Start()
 	}
+	if ro, ok := m.store.(interface{ ReadOnlyReason() string }); ok {
+		m.server.SetReadyCheck(ro.ReadOnlyReason)
+	} else {
+		m.server.SetReadyCheck(func() string {
+			if m.store.IsReadOnly() {
+				return storage.ErrReadOnly.Error()
+			}
+			return ""
+		})
+	}
 	m.server.SetReady("")
 	m.started = true
 	m.logger.Info("mds started", "listen", m.server.Addr(), "data_dir", m.store.DataDir())

@@ -173,7 +173,14 @@ type Embedded struct {
 	stopOnce    sync.Once
 	flushes     *metrics.Counter
 	flushSkips  *metrics.Counter
-	flushSecs   *metrics.Histogram
+	// lowDisk is set by the disk watcher below MinFreeDiskBytes free, at
+	// most 100 ms after it happens (VictoriaMetrics' own check runs every
+	// second); lowFree is the free space it saw.
+	lowDisk    atomic.Bool
+	lowFree    atomic.Int64
+	reserve    string // DATA_DIR/disk-reserve, see diskWatcher
+	hasReserve bool
+	flushSecs  *metrics.Histogram
 }
 
 var (
@@ -222,8 +229,96 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 			return nil, err
 		}
 	}
+	e.reserve = filepath.Join(o.DataDir, reserveFileName)
+	e.checkDisk()
 	go e.flusher()
 	return e, nil
+}
+
+const reserveFileName = "disk-reserve"
+
+// reserveBytes is the size of the reserve file: a quarter of the free-space
+// minimum, at most 64 MiB.
+func (e *Embedded) reserveBytes() int64 { return min(e.opts.MinFreeDiskBytes/4, 64<<20) }
+
+// checkDisk is the disk watcher's step (every 100 ms in the flusher's
+// goroutine). Below MinFreeDiskBytes free the store refuses writes and
+// flushes what it holds while there is still room. The reserve file —
+// space held while the disk has room — is deleted when another writer
+// fills the filesystem to the last quarter of the reserve: VictoriaMetrics
+// panics when a flush or merge meets a full disk, and the freed reserve
+// gives what it still holds in memory room to land. It is recreated once
+// the space is back above the minimum plus the reserve.
+func (e *Embedded) checkDisk() {
+	free := freeBytes(e.opts.DataDir)
+	e.lowFree.Store(free)
+	res := e.reserveBytes()
+	switch {
+	case free < e.opts.MinFreeDiskBytes:
+		if !e.lowDisk.Swap(true) {
+			e.opts.Logger.Warn("storage is read-only: free disk space is below storage.min_free_disk_bytes; ingest answers 503 until it is back",
+				"data_dir", e.opts.DataDir, "free_bytes", free, "min_free_disk_bytes", e.opts.MinFreeDiskBytes)
+			if _, err := e.forceFlush(); err != nil {
+				e.opts.Logger.Warn("cannot flush the store before it runs out of space", "err", err)
+			}
+		}
+		if e.hasReserve && free < res/4 {
+			if err := os.Remove(e.reserve); err == nil || os.IsNotExist(err) {
+				e.hasReserve = false
+				e.opts.Logger.Warn("the filesystem of the data dir is full: released the disk reserve for the store's last flush",
+					"data_dir", e.opts.DataDir, "free_bytes", free, "reserve_bytes", res)
+			}
+		}
+	case e.lowDisk.Load() && free >= e.opts.MinFreeDiskBytes+res:
+		e.lowDisk.Store(false)
+		e.opts.Logger.Info("storage is writable again: free disk space is above storage.min_free_disk_bytes", "data_dir", e.opts.DataDir, "free_bytes", free)
+		fallthrough
+	default:
+		if !e.hasReserve && !e.lowDisk.Load() && res > 0 {
+			e.hasReserve = makeReserve(e.reserve, res) == nil
+		}
+	}
+}
+
+// makeReserve allocates size bytes at path (real blocks, not a sparse file).
+func makeReserve(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	err = syscall.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// readOnlyErr says why writes are refused, or nil.
+func (e *Embedded) readOnlyErr() error {
+	if e.lowDisk.Load() || vmstorage.VMInsertAPI.IsReadOnly() {
+		return fmt.Errorf("%w (%d bytes free on the filesystem of %s, storage.min_free_disk_bytes is %d)",
+			ErrReadOnly, e.lowFree.Load(), e.opts.DataDir, e.opts.MinFreeDiskBytes)
+	}
+	return nil
+}
+
+// ReadOnlyReason says why the store refuses writes, or "" when it takes them.
+func (e *Embedded) ReadOnlyReason() string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return ""
+	}
+	if err := e.readOnlyErr(); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // openWAL replays what the last run left in the WAL into the store and
@@ -263,10 +358,15 @@ func (e *Embedded) flusher() {
 	defer close(e.flusherDone)
 	t := time.NewTicker(e.opts.FlushInterval)
 	defer t.Stop()
+	disk := time.NewTicker(100 * time.Millisecond)
+	defer disk.Stop()
 	for {
 		select {
 		case <-e.stopFlusher:
 			return
+		case <-disk.C:
+			e.checkDisk()
+			continue
 		case <-t.C:
 		}
 		if err := e.checkpoint(); err != nil {
@@ -304,15 +404,16 @@ func (e *Embedded) checkpoint() error {
 // has no public call for it; creating a snapshot flushes (the partitions'
 // flushInmemoryRowsToFiles and the indexdb's flushInmemoryItemsToFiles),
 // and the snapshot, hard links only, is deleted at once. It does nothing
-// (false) while the store is read-only: a flush into a full disk panics in
-// lib/storage.
+// (false) below a quarter of MinFreeDiskBytes free: a flush into a full
+// disk panics in lib/storage.
 func (e *Embedded) forceFlush() (bool, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
 		return false, ErrClosed
 	}
-	if vmstorage.VMInsertAPI.IsReadOnly() || freeBytes(e.opts.DataDir) < e.opts.MinFreeDiskBytes {
+	if freeBytes(e.opts.DataDir) < e.opts.MinFreeDiskBytes/4 {
+		// Too close to full: a flush that meets a full disk panics.
 		e.flushSkips.Inc()
 		return false, nil
 	}
@@ -525,8 +626,8 @@ func (e *Embedded) WriteRows(rows []vmstorage_lib.MetricRow) error {
 	if e.closed {
 		return ErrClosed
 	}
-	if vmstorage.VMInsertAPI.IsReadOnly() {
-		return ErrReadOnly
+	if err := e.readOnlyErr(); err != nil {
+		return err
 	}
 	if e.wal == nil {
 		if err := vmstorage.VMInsertAPI.WriteRows(rows); err != nil {
@@ -572,7 +673,7 @@ func (e *Embedded) Flush() {
 func (e *Embedded) IsReadOnly() bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return !e.closed && vmstorage.VMInsertAPI.IsReadOnly()
+	return !e.closed && e.readOnlyErr() != nil
 }
 
 // SizeBytes returns the bytes the data dir occupies on disk.

@@ -64,9 +64,11 @@ type Server struct {
 
 	ready    atomic.Pointer[string] // nil when ready, else the reason not
 	extraMet []func(io.Writer)
-	metricsH http.Handler
-	routes   []Route
-	conns    atomic.Int64
+	// readyCheck, when set, can make /readyz answer 503 with its reason.
+	readyCheck func() string
+	metricsH   http.Handler
+	routes     []Route
+	conns      atomic.Int64
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -241,8 +243,18 @@ func (s *Server) SetReady(reason string) {
 	s.ready.Store(&reason)
 }
 
+// SetReadyCheck adds a condition to readiness: f returns why the server
+// is not ready (e.g. the store is read-only), or "". Call before Start.
+func (s *Server) SetReadyCheck(f func() string) { s.readyCheck = f }
+
 func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
-	if r := s.ready.Load(); r != nil {
+	r := s.ready.Load()
+	if r == nil && s.readyCheck != nil {
+		if why := s.readyCheck(); why != "" {
+			r = &why
+		}
+	}
+	if r != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "not ready: %s\n", *r)
 		return

@@ -26,6 +26,8 @@ func TestConfigCheckIsDaemonStart(t *testing.T) {
 		{"mds full", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  retention: 30d\n  flush_interval: 2s\nscrape:\n  interval: 2s\n  timeout: 1s\n  targets: [127.0.0.1:1]\n  target_files: [DIR/targets.json]\nreport:\n  capacity_every: 0s\n", ""},
 		{"ds", "ds", "listen: 127.0.0.1:0\nnode_name: ds01\ncollectors: {smartctl: false}\n", ""},
 		{"client with dcgm-exporter", "client", "listen: 127.0.0.1:0\ndcgm_exporter_url: http://127.0.0.1:1/metrics\n", ""},
+		{"mds durability wal", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  durability: wal\n", ""},
+		{"durability unknown", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  durability: fsync\n", `storage.durability: "fsync" is not window or wal`},
 		{"retention too short", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  retention: 2h\n", "storage.retention: 2h0m0s is below the minimum of 24h"},
 		{"duration without unit", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  flush_interval: 5\n", `storage.flush_interval: cannot parse duration "5"`},
 		{"agent duration typo", "ds", "listen: 127.0.0.1:0\ncollector_timeout: 5 s\n", `collector_timeout: cannot parse duration "5 s"`},
