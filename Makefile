@@ -9,7 +9,7 @@ LDFLAGS     := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEMO_OUT    ?= demo-out
 
-.PHONY: all build agent test test-deps test-long lint bench demo eval clean grafana-plugin grafana-frontend grafana-check grafana-npm
+.PHONY: all build agent test test-deps test-long fuzz lint bench demo eval clean grafana-plugin grafana-frontend grafana-check grafana-npm
 
 all: build
 
@@ -100,11 +100,25 @@ grafana-plugin: grafana-frontend
 	cd grafana && $(GO) run ./cmd/pluginzip -dist dist -out ../$(PLUGIN_ZIP)
 	@echo "$(PLUGIN_ZIP): install it as docs/grafana.md says"
 
-# Soak and fuzz runs that do not fit the CI budget.
-FUZZTIME ?= 2m
+# Soak and fuzz runs that do not fit the CI budget. make test runs every
+# fuzz target's seed corpus (and the crashers kept in testdata/fuzz) as a
+# test; test-long fuzzes each for FUZZTIME (an execution count: 10 M).
+FUZZTIME ?= 10000000x
 test-long:
 	$(GO) test -count=1 -timeout 60m -tags long ./...
-	$(GO) test -run '^$$' -fuzz FuzzParseText -fuzztime $(FUZZTIME) ./storage/ingest
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# Every fuzz target in the module, found by name (so a new one is never left
+# out), fuzzed for FUZZTIME each; go test keeps a crashing input in the
+# package's testdata/fuzz, and the target fails the run after all have run.
+fuzz:
+	@failed=""; for f in $$(grep -rl --include='*_test.go' --exclude-dir=grafana --exclude-dir=node_modules '^func Fuzz' . | sort); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$(dirname $$f) $$fn for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -timeout 0 $$(dirname $$f) || failed="$$failed $$fn"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that crashed:$$failed"; exit 1; fi
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -123,7 +123,16 @@ func newNetdevCollector(opts Options, _ *onceLogger) (Collector, error) {
 	return &netdevCollector{proc: p}, nil
 }
 
-func (c *netdevCollector) Collect(context.Context) ([]Sample, error) {
+func (c *netdevCollector) Collect(context.Context) (out []Sample, err error) {
+	// procfs' parser panics on an interface line with too few fields
+	// ("0:" after the two header lines; found by FuzzNetdev, kept in
+	// testdata/fuzz): a malformed /proc/net/dev is this collector's error,
+	// never a crash.
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, fmt.Errorf("cannot parse net/dev: a malformed line (%v)", v)
+		}
+	}()
 	nd, err := c.proc.NetDev()
 	if err != nil {
 		return nil, notApplicableIfMissing(err, "net/dev")
