@@ -140,6 +140,11 @@ func parseQueryResponse(body []byte) ([]storage.Series, error) {
 
 // parsePoint decodes [seconds, "value"].
 func parsePoint(v *fastjson.Value) (int64, float64, error) {
+	if v == nil {
+		// A scalar without a result, a vector item without a value
+		// (found by FuzzParseQueryResponse, kept in testdata/fuzz).
+		return 0, 0, fmt.Errorf("a point is missing from the answer")
+	}
 	a, err := v.Array()
 	if err != nil || len(a) != 2 {
 		return 0, 0, fmt.Errorf("a point is not [time, \"value\"]: %s", v)
