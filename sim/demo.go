@@ -96,7 +96,7 @@ type DemoSummary struct {
 	FindingsByKind        map[string]int     `json:"findings_by_kind"`
 	Actions               int                `json:"actions"`
 	Remediation           Remediation        `json:"remediation"`
-	SamplesStored         uint64             `json:"samples_stored"`
+	SamplesStored         uint64             `json:"samples_stored,omitempty"` // includes the mds's own process and engine metrics, which vary with the host: summary.json only, not eval.json
 	Simulated             bool               `json:"simulated"`
 	Start                 time.Time          `json:"sim_start"`
 	End                   time.Time          `json:"sim_end"`

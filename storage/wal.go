@@ -139,12 +139,12 @@ func (w *wal) newSegment(id uint64) (*walSegment, error) {
 	path := filepath.Join(w.dir, fmt.Sprintf("%020d%s", id, walExt))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, diskErr(fmt.Errorf("cannot create WAL segment %q: %w", path, err))
+		return nil, w.diskErr(fmt.Errorf("cannot create WAL segment %q: %w", path, err))
 	}
 	if err := syncDir(w.dir); err != nil {
 		f.Close()
 		os.Remove(path)
-		return nil, diskErr(err)
+		return nil, w.diskErr(err)
 	}
 	return &walSegment{id: id, path: path, f: f}, nil
 }
@@ -161,10 +161,13 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// diskErr marks err as ErrDiskFull when it is ENOSPC or EDQUOT.
-func diskErr(err error) error {
+// diskErr marks err as ErrDiskFull when it is ENOSPC or EDQUOT, naming the
+// data dir's filesystem and its free bytes as the low-space guard does (a
+// disk filled faster than the guard looks fails here first).
+func (w *wal) diskErr(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+		dataDir := filepath.Dir(w.dir)
+		return fmt.Errorf("%w (%d bytes free on the filesystem of %s): %w", ErrDiskFull, freeBytes(dataDir), dataDir, err)
 	}
 	return err
 }
@@ -259,7 +262,7 @@ func (w *wal) writeGroup(g *walGroup) error {
 		w.bytes.Add(len(g.buf))
 		return nil
 	}
-	err = diskErr(fmt.Errorf("cannot write the WAL segment %q: %w", g.seg.path, err))
+	err = w.diskErr(fmt.Errorf("cannot write the WAL segment %q: %w", g.seg.path, err))
 	// Undo the partial write, so the records after it stay readable.
 	if terr := f.Truncate(off); terr != nil {
 		w.mu.Lock()
