@@ -20,15 +20,14 @@ const devA, devB = "aa01", "bb02"
 
 // rig is two exports on real temp directories, one file on A.
 type rig struct {
-	d        *Driver
-	dir      string
-	a, b     string
-	data     []byte
-	mu       sync.Mutex
-	calls    []Commit // every hook call
-	applied  map[string]bool
-	hookErr  func(c Commit) error
-	fenceDir string
+	d       *Driver
+	dir     string
+	a, b    string
+	data    []byte
+	mu      sync.Mutex
+	calls   []Commit // every hook call
+	applied map[string]bool
+	hookErr func(c Commit) error
 }
 
 func newRig(t *testing.T, size int) *rig {

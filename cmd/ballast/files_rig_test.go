@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +32,6 @@ type filesRig struct {
 	devs            []string          // device ids, ds0 first
 	sums            map[string]string // file → sha256 of its original bytes
 	sizes           map[string]int64
-	handles         sync.Map // "file@device" → counters of the LAYOUTSTATS poster
 }
 
 const rigFileBytes = 1 << 20
