@@ -53,6 +53,25 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// TestCommandGroupsNameTheirSubcommands: "ballast actions" alone, with
+// --help or with a wrong subcommand lists the group's subcommands.
+func TestCommandGroupsNameTheirSubcommands(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"actions"}, 2, "needs a subcommand"},
+		{[]string{"actions", "--help"}, 0, "Subcommands:"},
+		{[]string{"actions", "frobnicate"}, 2, `unknown subcommand "frobnicate"`},
+	} {
+		code, out, errs := runCLI(c.args...)
+		if code != c.code || !strings.Contains(out+errs, c.says) || !strings.Contains(out+errs, "actions approve") {
+			t.Errorf("ballast %v: exit %d, %q %q; want exit %d saying %q and listing actions approve", c.args, code, out, errs, c.code, c.says)
+		}
+	}
+}
+
 func TestConfigCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yml")

@@ -63,6 +63,19 @@ func lookup(args []string) (*command, []string) {
 	return nil, args
 }
 
+// subcommands lists, sorted, the commands of group (those named
+// "GROUP SUB…"), or none when group is no group.
+func subcommands(group string) []string {
+	var names []string
+	for n := range commands {
+		if strings.HasPrefix(n, group+" ") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 func writeTopUsage(w io.Writer) {
 	fmt.Fprintf(w, `ballast — telemetry and storage intelligence for pNFS clusters that feed GPUs.
 

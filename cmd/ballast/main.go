@@ -31,6 +31,23 @@ func run(args []string, env *cmdEnv) int {
 		return 0
 	}
 	c, rest := lookup(args)
+	if c == nil && len(subcommands(args[0])) > 0 {
+		// A group such as "actions": name its subcommands.
+		w, code := env.stderr, 2
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help") {
+			w, code = env.stdout, 0
+		} else if len(args) == 1 {
+			fmt.Fprintf(w, "ballast %s: needs a subcommand\n\n", args[0])
+		} else {
+			fmt.Fprintf(w, "ballast %s: unknown subcommand %q\n\n", args[0], args[1])
+		}
+		fmt.Fprintf(w, "Usage: ballast %s SUBCOMMAND [flags]\n\nSubcommands:\n", args[0])
+		for _, n := range subcommands(args[0]) {
+			fmt.Fprintf(w, "  %-22s %s\n", n, commands[n].summary)
+		}
+		fmt.Fprintf(w, "\nRun 'ballast %s SUBCOMMAND --help' for its flags.\n", args[0])
+		return code
+	}
 	if c == nil {
 		fmt.Fprintf(env.stderr, "ballast: unknown command %q\n\n", strings.Join(args, " "))
 		writeTopUsage(env.stderr)
