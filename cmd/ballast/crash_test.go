@@ -157,6 +157,30 @@ func cpuHog(n int) func() {
 
 // pushLoop pushes requests of crashSeriesPerBody samples, one timestamp
 // each, until stop; the acknowledged (204) ones go into the ledger.
+// crashBody is one push of crashSeriesPerBody series crash_WRITER{s} at ts
+// (value ts): remote write when rw, else the text import.
+func crashBody(p *mdsProc, writer string, ts int64, rw bool) *http.Request {
+	var req *http.Request
+	if rw {
+		series := make([][]string, crashSeriesPerBody)
+		for i := range series {
+			series[i] = []string{"__name__", "crash_" + writer, "s", fmt.Sprint(i)}
+		}
+		req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/write"), strings.NewReader(string(rwBody(series, ts, float64(ts)))))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("Content-Encoding", "snappy")
+		req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+		return req
+	}
+	var b strings.Builder
+	for i := 0; i < crashSeriesPerBody; i++ {
+		fmt.Fprintf(&b, "crash_%s{s=\"%d\"} %d %d\n", writer, i, ts, ts)
+	}
+	req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/import/prometheus"), strings.NewReader(b.String()))
+	req.Header.Set("Content-Type", "text/plain")
+	return req
+}
+
 func pushLoop(p *mdsProc, led *crashLedger, clock *atomic.Int64, run int, writer string, stop chan struct{}) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for {
@@ -166,24 +190,7 @@ func pushLoop(p *mdsProc, led *crashLedger, clock *atomic.Int64, run int, writer
 		default:
 		}
 		ts := clock.Add(1)
-		var req *http.Request
-		if strings.HasPrefix(writer, "rw") {
-			series := make([][]string, crashSeriesPerBody)
-			for i := range series {
-				series[i] = []string{"__name__", "crash_" + writer, "s", fmt.Sprint(i)}
-			}
-			req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/write"), strings.NewReader(string(rwBody(series, ts, float64(ts)))))
-			req.Header.Set("Content-Type", "application/x-protobuf")
-			req.Header.Set("Content-Encoding", "snappy")
-			req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
-		} else {
-			var b strings.Builder
-			for i := 0; i < crashSeriesPerBody; i++ {
-				fmt.Fprintf(&b, "crash_%s{s=\"%d\"} %d %d\n", writer, i, ts, ts)
-			}
-			req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/import/prometheus"), strings.NewReader(b.String()))
-			req.Header.Set("Content-Type", "text/plain")
-		}
+		req := crashBody(p, writer, ts, strings.HasPrefix(writer, "rw"))
 		resp, err := client.Do(req)
 		if err != nil {
 			time.Sleep(10 * time.Millisecond) // killed: wait for stop

@@ -205,24 +205,7 @@ func diskFullPush(p *mdsProc, led *crashLedger, clock *atomic.Int64, writer stri
 		default:
 		}
 		ts := clock.Add(1)
-		var req *http.Request
-		if writer == "rw" {
-			series := make([][]string, crashSeriesPerBody)
-			for i := range series {
-				series[i] = []string{"__name__", "crash_" + writer, "s", fmt.Sprint(i)}
-			}
-			req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/write"), strings.NewReader(string(rwBody(series, ts, float64(ts)))))
-			req.Header.Set("Content-Type", "application/x-protobuf")
-			req.Header.Set("Content-Encoding", "snappy")
-			req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
-		} else {
-			var b strings.Builder
-			for i := 0; i < crashSeriesPerBody; i++ {
-				fmt.Fprintf(&b, "crash_%s{s=\"%d\"} %d %d\n", writer, i, ts, ts)
-			}
-			req, _ = http.NewRequest(http.MethodPost, p.url("/api/v1/import/prometheus"), strings.NewReader(b.String()))
-			req.Header.Set("Content-Type", "text/plain")
-		}
+		req := crashBody(p, writer, ts, writer == "rw")
 		resp, err := client.Do(req)
 		if err != nil {
 			time.Sleep(10 * time.Millisecond)
