@@ -30,6 +30,17 @@ type BatchWriter interface {
 	WriteBatch(b *ingest.Batch) error
 }
 
+// AsReceivedWriter is a BatchWriter that can also take a remote-write body
+// as it was received, for a batch whose rows are exactly that body's
+// (ingest.Batch.AsReceived): the remote store forwards such a body without
+// encoding it again.
+type AsReceivedWriter interface {
+	// WriteAsReceived stores b, whose rows are exactly those of body
+	// (snappy-compressed, as received) and pb (body decoded); an error
+	// means nothing was stored. Neither slice may be kept after it returns.
+	WriteAsReceived(b *ingest.Batch, body, pb []byte) error
+}
+
 // IngestOptions configure the push endpoints.
 type IngestOptions struct {
 	// MaxBodyBytes is the largest request body accepted, after decompression.
@@ -145,8 +156,14 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	stored := st.batch.Len()
 	if stored > 0 {
-		if err := h.w.WriteBatch(&st.batch); err != nil {
-			h.reject(w, r, format, "storage", http.StatusServiceUnavailable, err)
+		var werr error
+		if aw, ok := h.w.(AsReceivedWriter); ok && format == "remote_write" && st.batch.AsReceived() {
+			werr = aw.WriteAsReceived(&st.batch, st.body, st.dec)
+		} else {
+			werr = h.w.WriteBatch(&st.batch)
+		}
+		if werr != nil {
+			h.reject(w, r, format, "storage", http.StatusServiceUnavailable, werr)
 			return
 		}
 	}

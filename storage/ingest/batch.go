@@ -65,6 +65,9 @@ type Batch struct {
 	pbuf    []prompb.Label
 	psmp    []prompb.Sample
 	pts     []prompb.TimeSeries
+
+	wru        *prompb.WriteRequestUnmarshaler // ParseRemoteWrite's, kept for its buffers
+	asReceived bool                            // see AsReceived
 }
 
 type row struct {
@@ -82,6 +85,7 @@ func (b *Batch) Reset() {
 	clear(b.labels)
 	b.labels = b.labels[:0]
 	b.extra = nil
+	b.asReceived = false
 }
 
 // Len returns the number of rows in b.
@@ -207,6 +211,7 @@ func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
 // own sources, whose bad sample is a bug: on error b is left as it was
 // before the call.
 func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
+	b.asReceived = false
 	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	for i := range samples {
 		s := &samples[i]
@@ -227,6 +232,12 @@ func (b *Batch) add(name string, ls []models.Label, ts int64, hasTS bool, v floa
 	if err := models.CheckMetricName(name); err != nil {
 		return &RejectError{Reason: ReasonName, Err: err}
 	}
+	return b.addNamed(name, ls, ts, hasTS, v, lim)
+}
+
+// addNamed is add for a name the caller already checked with
+// models.CheckMetricName.
+func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v float64, lim *Limits) error {
 	if len(lim.ExtraLabels) > 0 {
 		b.extra = lim.ExtraLabels
 	}
@@ -281,12 +292,26 @@ func setLabel(ls []models.Label, start int, l models.Label) []models.Label {
 
 // labelSetBytes is the size of a series' identity in VictoriaMetrics'
 // index: names and values, a separator each, and an escape byte for every
-// byte 0, 1 or 2 in them. Labels with empty values are not stored.
+// byte 0, 1 or 2 in them. Labels with empty values are not stored. A set
+// of at most MaxLabelSetBytes/2 bytes before escapes is returned without
+// them: it is within the limit either way.
 func labelSetBytes(name string, ls []models.Label) int {
-	n := len(name) + 1 + escapes(name)
+	n := len(name) + 1
 	for _, l := range ls {
 		if l.Value != "" {
-			n += len(l.Name) + len(l.Value) + 2 + escapes(l.Name) + escapes(l.Value)
+			n += len(l.Name) + len(l.Value) + 2
+		}
+	}
+	if 2*n <= MaxLabelSetBytes {
+		// Even if every byte needed an escape the set would be within
+		// the limit: the exact count cannot change the caller's verdict
+		// (and counting costs a pass over every byte of every sample).
+		return n
+	}
+	n += escapes(name)
+	for _, l := range ls {
+		if l.Value != "" {
+			n += escapes(l.Name) + escapes(l.Value)
 		}
 	}
 	return n

@@ -85,5 +85,37 @@ func FuzzParseRemoteWrite(f *testing.F) {
 				t.Fatalf("accepted invalid sample %+v: %v", smp, err)
 			}
 		}
+		if b.AsReceived() && !onlyLabelsAndSamples(dec) {
+			t.Fatalf("AsReceived for a body with more than labels and samples in it")
+		}
 	})
+}
+
+// onlyLabelsAndSamples is onlySeries by protowire: whether every field of
+// the WriteRequest is a series (1) and every field of a series a label (1)
+// or a sample (2).
+func onlyLabelsAndSamples(pb []byte) bool {
+	for len(pb) > 0 {
+		num, typ, n := protowire.ConsumeTag(pb)
+		if n < 0 || num != 1 || typ != protowire.BytesType {
+			return false
+		}
+		ts, m := protowire.ConsumeBytes(pb[n:])
+		if m < 0 {
+			return false
+		}
+		pb = pb[n+m:]
+		for len(ts) > 0 {
+			num, typ, n := protowire.ConsumeTag(ts)
+			if n < 0 || (num != 1 && num != 2) || typ != protowire.BytesType {
+				return false
+			}
+			m := protowire.ConsumeFieldValue(num, typ, ts[n:])
+			if m < 0 {
+				return false
+			}
+			ts = ts[n+m:]
+		}
+	}
+	return true
 }

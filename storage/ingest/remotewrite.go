@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,17 +37,93 @@ func DecodeSnappy(dst, body []byte, max int) ([]byte, error) {
 // error and adds nothing. Otherwise every valid sample is added to b, and
 // the invalid ones (a series without a valid __name__, bad labels, a
 // timestamp outside retention) are described by a *Rejected error whose
-// entries name the series index, its labels and the reason.
+// entries name the series index, its labels and the reason. Afterwards
+// b.AsReceived says whether pb itself carries exactly b's rows.
+//
+// b's strings alias pb, and, for series converted from native histograms,
+// a buffer b keeps that the next ParseRemoteWrite into b reuses: use the
+// rows before parsing the next body into the same batch.
 func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
-	wru := prompb.GetWriteRequestUnmarshaler()
-	defer prompb.PutWriteRequestUnmarshaler(wru)
-	wr, err := wru.UnmarshalProtobuf(pb)
+	if b.wru == nil {
+		// Kept with the batch (itself pooled by its users) rather than
+		// taken from prompb's pool, so that its label and sample slices
+		// keep their capacity across requests instead of growing again
+		// after every garbage collection.
+		b.wru = new(prompb.WriteRequestUnmarshaler)
+	}
+	rows0 := len(b.rows)
+	wr, err := b.wru.UnmarshalProtobuf(pb)
 	if err != nil {
+		b.asReceived = false
 		return fmt.Errorf("cannot unmarshal remote write protobuf: %w", err)
 	}
 	var rej Rejected
+	nans0 := b.nans
 	b.AddTimeSeries(wr.Timeseries, lim, rej.add)
+	b.asReceived = rows0 == 0 && rej.Count == 0 && b.nans == nans0 && len(b.extra) == 0 &&
+		len(lim.ExtraLabels) == 0 && len(lim.DefaultLabels) == 0 &&
+		len(b.rows) == samplesIn(wr.Timeseries) && onlySeries(pb)
+	b.wru.Reset() // drop the references into pb
 	return rej.orNil()
+}
+
+// AsReceived reports whether the remote-write body b was last filled from
+// (by ParseRemoteWrite, into an empty batch) holds exactly b's rows and
+// nothing else: every sample in it passed validation as it is, no label
+// was added or changed, no NaN was left out, and it carries no metadata,
+// exemplars or native histograms. Such a body can be forwarded as
+// received instead of being encoded again from b.
+func (b *Batch) AsReceived() bool { return b.asReceived }
+
+func samplesIn(tss []prompb.TimeSeries) int {
+	n := 0
+	for i := range tss {
+		n += len(tss[i].Samples)
+	}
+	return n
+}
+
+// onlySeries reports whether the WriteRequest pb holds only time series
+// (field 1) and each series only labels (1) and samples (2): no metadata
+// (WriteRequest field 3), exemplars (TimeSeries 3) or native histograms
+// (TimeSeries 4, which prompb's unmarshaler turns into vmrange series).
+// It runs after a successful unmarshal, on every remote-write body, and
+// reads only tags and lengths; written by hand because easyproto's
+// FieldContext (a full field decoder) made it cost a tenth of ballast's
+// whole remote-write path. A tag in a longer encoding than one byte is
+// legal protobuf but answers false: the body is then encoded again, which
+// is always correct.
+func onlySeries(pb []byte) bool {
+	const series, labels, samples = 1<<3 | 2, 1<<3 | 2, 2<<3 | 2 // field number << 3 | wire type 2 (length-delimited)
+	for len(pb) > 0 {
+		var ts []byte
+		var ok bool
+		if pb[0] != series {
+			return false
+		}
+		if ts, pb, ok = lengthDelimited(pb[1:]); !ok {
+			return false
+		}
+		for len(ts) > 0 {
+			if ts[0] != labels && ts[0] != samples {
+				return false
+			}
+			if _, ts, ok = lengthDelimited(ts[1:]); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// lengthDelimited splits b, which starts with a varint length, into the
+// field's data and what follows it.
+func lengthDelimited(b []byte) (data, rest []byte, ok bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, nil, false
+	}
+	return b[k : k+int(n)], b[k+int(n):], true
 }
 
 // AddTimeSeries validates remote-write series and appends their valid
@@ -55,6 +132,7 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 // number of samples lost.
 func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(err error, samples int)) {
 	var ls []models.Label
+	checked, haveChecked := "", false // the last metric name that passed CheckMetricName
 	for i := range tss {
 		ts := &tss[i]
 		name := ""
@@ -74,6 +152,14 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 			err = &RejectError{Reason: ReasonName, Err: fmt.Errorf("series has no __name__ label")}
 		case nameCount > 1:
 			err = &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("duplicate label \"__name__\"")}
+		case (!haveChecked || name != checked) && len(ts.Samples) > 0:
+			// Series of one metric usually come together: its name
+			// is checked once per run, not once per sample.
+			if cerr := models.CheckMetricName(name); cerr != nil {
+				err = &RejectError{Reason: ReasonName, Err: cerr}
+			} else {
+				checked, haveChecked = name, true
+			}
 		}
 		if err != nil {
 			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
@@ -81,7 +167,7 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 		}
 		for j, s := range ts.Samples {
 			// Remote write always carries a timestamp: 0 means 1970.
-			err := b.add(name, ls, s.Timestamp, true, s.Value, lim)
+			err := b.addNamed(name, ls, s.Timestamp, true, s.Value, lim)
 			if err == nil {
 				continue
 			}

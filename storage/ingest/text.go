@@ -21,6 +21,7 @@ var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
 // invalid ones are described by a *Rejected error whose entries name the
 // 1-based line number and the reason.
 func ParseText(body string, lim *Limits, b *Batch) error {
+	b.asReceived = false
 	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	// Fast path: the whole body at once. Errors are rare, so on the first one
 	// the slow path re-parses line by line to say which line it was.

@@ -10,7 +10,9 @@
 // when it holds BlockSamples; one sender delivers queued blocks in order and
 // removes a block only once the receiver acknowledged it, retrying with
 // exponential backoff. The queue survives restarts; when it is full, the
-// oldest blocks are dropped, counted and logged (docs/storage.md).
+// oldest blocks are dropped, counted and logged (docs/storage.md). A
+// remote-write request that passed validation unchanged is forwarded as
+// received, without being encoded again (Store.WriteAsReceived).
 package remote
 
 import (

@@ -38,10 +38,14 @@ type queue struct {
 	samples int64 // samples queued
 	blocks  int
 	next    uint64 // sequence of the next push
+	val     []byte // a push's value (count and body), reused: bbolt copies it at commit
 	notify  chan struct{}
 }
 
 var bucketBlocks = []byte("blocks")
+
+// maxKeptValue bounds the push buffer the queue keeps for the next push.
+const maxKeptValue = 4 << 20
 
 // errBlockTooLarge is returned by push for a block larger than the bound.
 var errBlockTooLarge = errors.New("block is larger than the whole queue")
@@ -105,9 +109,11 @@ func (q *queue) push(samples int, body []byte) (droppedSamples, droppedBlocks in
 		}
 		var key [8]byte
 		binary.BigEndian.PutUint64(key[:], q.next)
-		v := make([]byte, 4+len(body))
-		binary.BigEndian.PutUint32(v, uint32(samples))
-		copy(v[4:], body)
+		v := binary.BigEndian.AppendUint32(q.val[:0], uint32(samples))
+		v = append(v, body...)
+		if cap(v) <= maxKeptValue {
+			q.val = v
+		}
 		return b.Put(key[:], v)
 	})
 	if err != nil {

@@ -46,6 +46,7 @@ type Store struct {
 	pushMu         sync.Mutex
 	pending        []byte // uncompressed WriteRequest protobuf of the open block
 	pendingSamples int
+	enc            []byte // snappy output of a cut, reused; guarded by pushMu
 	closed         bool
 	flushSeq       uint64
 
@@ -64,7 +65,10 @@ type Store struct {
 	m storeMetrics
 }
 
-var _ storage.Store = (*Store)(nil)
+var (
+	_ storage.Store            = (*Store)(nil)
+	_ storage.AsReceivedWriter = (*Store)(nil)
+)
 
 // Open locks opts.DataDir, opens the queue in it (with whatever an earlier
 // run left unsent) and starts delivering. It does not contact the remote:
@@ -137,6 +141,22 @@ func (s *Store) WriteBatch(b *ingest.Batch) error {
 }
 
 func (s *Store) writeBatch(b *ingest.Batch) error {
+	return s.write(func() error {
+		for from := 0; from < b.Len(); {
+			to := min(b.Len(), from+s.opts.BlockSamples-s.pendingSamples)
+			s.pending = b.MarshalWriteRequest(s.pending, from, to)
+			s.pendingSamples += to - from
+			from = to
+			if s.pendingSamples >= s.opts.BlockSamples {
+				s.cutLocked()
+			}
+		}
+		return nil
+	})
+}
+
+// write runs add with mu held, once the store is known to take writes.
+func (s *Store) write(add func() error) error {
 	if s.IsReadOnly() {
 		return storage.ErrReadOnly
 	}
@@ -147,44 +167,95 @@ func (s *Store) writeBatch(b *ingest.Batch) error {
 	}
 	s.writers.Add(1) // Close waits for writers that got past this point
 	defer s.writers.Done()
-	for from := 0; from < b.Len(); {
-		to := min(b.Len(), from+s.opts.BlockSamples-s.pendingSamples)
-		s.pending = b.MarshalWriteRequest(s.pending, from, to)
-		s.pendingSamples += to - from
-		from = to
+	return add()
+}
+
+// WriteAsReceived queues a remote-write body whose every sample passed
+// validation unchanged (ingest.Batch.AsReceived) without encoding it again:
+// a body of at least BlockSamples/2 samples becomes a block of its own,
+// exactly the bytes received, queued on disk before WriteAsReceived returns
+// (behind the open block, which is cut first so that order is kept); a
+// smaller one joins the open block as its decoded protobuf (WriteRequests
+// concatenate), saving the re-encoding but not the compression. A body of
+// more than BlockSamples samples is split as WriteBatch splits it.
+func (s *Store) WriteAsReceived(b *ingest.Batch, body, pb []byte) error {
+	n := b.Len()
+	if n > s.opts.BlockSamples {
+		return s.WriteBatch(b)
+	}
+	err := s.write(func() error {
+		if 2*n >= s.opts.BlockSamples {
+			s.cutLocked()
+			// The block is the request's own: a failure to queue it is
+			// the request's failure (503, the sender retries), not a
+			// loss of acknowledged samples.
+			return s.pushLocked(n, body)
+		}
+		if s.pendingSamples+n > s.opts.BlockSamples {
+			s.cutLocked()
+		}
+		s.pending = append(s.pending, pb...)
+		s.pendingSamples += n
 		if s.pendingSamples >= s.opts.BlockSamples {
 			s.cutLocked()
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	s.rowsAdded.Add(uint64(n))
 	return nil
 }
 
 // cutLocked compresses the open block and queues it on disk. It is called
 // with mu held and returns with mu held; the push itself runs without mu.
+// A block the queue cannot take is counted and logged as lost: its samples
+// were acknowledged when they joined the open block.
 func (s *Store) cutLocked() {
 	if s.pendingSamples == 0 {
 		return
 	}
-	body := snappy.Encode(nil, s.pending)
 	n := s.pendingSamples
-	s.pending, s.pendingSamples = s.pending[:0], 0
 	s.pushMu.Lock()
+	body := snappy.Encode(s.enc[:cap(s.enc)], s.pending)
+	if cap(body) <= maxKeptValue {
+		s.enc = body
+	}
+	s.pending, s.pendingSamples = s.pending[:0], 0
+	if err := s.pushHeldLocked(n, body); err != nil {
+		s.m.queued.Add(n)
+		s.m.dropped("disk").Add(n)
+		s.opts.Logger.Error("remote-write queue cannot take a block; its samples are lost", "samples", n, "err", err)
+	}
+}
+
+// pushLocked queues body, a block of n samples, behind every block queued
+// so far. Called with mu held, it returns with mu held, letting go of it
+// during the push (hand over hand with pushMu, so blocks keep their order
+// while writers fill the next block during the push's fsync).
+func (s *Store) pushLocked(n int, body []byte) error {
+	s.pushMu.Lock()
+	return s.pushHeldLocked(n, body)
+}
+
+// pushHeldLocked is pushLocked with pushMu already taken (and mu held).
+func (s *Store) pushHeldLocked(n int, body []byte) error {
 	s.mu.Unlock()
 	defer func() {
 		s.pushMu.Unlock()
 		s.mu.Lock()
 	}()
 	dropped, blocks, err := s.q.push(n, body)
-	s.m.queued.Add(n)
 	if err != nil {
-		s.m.dropped("disk").Add(n)
-		s.opts.Logger.Error("remote-write queue cannot take a block; its samples are lost", "samples", n, "err", err)
-		return
+		return err
 	}
+	s.m.queued.Add(n)
 	if dropped > 0 {
 		s.m.dropped("queue_full").Add(int(dropped))
 		s.opts.Logger.Warn("remote-write queue is full: dropped its oldest blocks", "samples", dropped, "blocks", blocks, "queue_max_bytes", s.opts.QueueMaxBytes)
 	}
+	return nil
 }
 
 // run cuts blocks every BlockInterval and delivers the queue in order.
