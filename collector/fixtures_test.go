@@ -158,7 +158,10 @@ func fixtureCases(t *testing.T) []fixtureCase {
 	for _, f := range fixtureFiles(t, "procfs/netdev", "") {
 		fix := "procfs/netdev/" + f
 		add(fix, "netdev", func(t *testing.T) ([]Sample, error) {
-			return collectWith(t, "netdev", Options{ProcRoot: fakeRoot(t, map[string]string{"net/dev": string(readFixture(t, fix))})})
+			// The link speeds come from the same procfs fixture set
+			// (testdata/netdev/sys), never the test host's /sys.
+			proc := fakeRoot(t, map[string]string{"net/dev": string(readFixture(t, fix))})
+			return collectWith(t, "netdev", Options{ProcRoot: proc, SysRoot: "testdata/netdev/sys"})
 		})
 	}
 	for _, f := range fixtureFiles(t, "gpu/dcgm-exporter", ".prom") {

@@ -160,7 +160,7 @@ func FuzzNetdev(f *testing.F) {
 	seedFixtures(f, "procfs/netdev")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		proc := fakeRoot(t, map[string]string{"net/dev": string(b)})
-		if ss, err := collectWith(t, "netdev", Options{ProcRoot: proc}); err == nil {
+		if ss, err := collectWith(t, "netdev", Options{ProcRoot: proc, SysRoot: proc}); err == nil {
 			checkSamples(t, ss)
 		}
 	})

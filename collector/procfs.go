@@ -113,14 +113,18 @@ func psiSamples(p procfs.PSIStats) []Sample {
 
 // ---- netdev ----
 
-type netdevCollector struct{ proc procfs.FS }
+type netdevCollector struct {
+	proc procfs.FS
+	// netClass is SysRoot/class/net, where each interface's speed is.
+	netClass string
+}
 
 func newNetdevCollector(opts Options, _ *onceLogger) (Collector, error) {
 	p, err := procfs.NewFS(opts.ProcRoot)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open procfs %q: %w", opts.ProcRoot, err)
 	}
-	return &netdevCollector{proc: p}, nil
+	return &netdevCollector{proc: p, netClass: filepath.Join(opts.SysRoot, "class/net")}, nil
 }
 
 func (c *netdevCollector) Collect(context.Context) (out []Sample, err error) {
@@ -137,7 +141,7 @@ func (c *netdevCollector) Collect(context.Context) (out []Sample, err error) {
 	if err != nil {
 		return nil, notApplicableIfMissing(err, "net/dev")
 	}
-	return netdevSamples(nd), nil
+	return append(netdevSamples(nd), c.speedSamples(nd)...), nil
 }
 
 // netdevSamples maps parsed /proc/net/dev rows to samples, sorted by
@@ -161,6 +165,38 @@ func netdevSamples(nd procfs.NetDev) []Sample {
 			Sample{models.MetricNetTransmitErrors, dev, f64(l.TxErrors)},
 			Sample{models.MetricNetTransmitDrops, dev, f64(l.TxDropped)},
 		)
+	}
+	return out
+}
+
+// speedSamples reads the link speed of each interface of nd from
+// SysRoot/class/net/IFACE/speed (Mb/s). Hand-written over readSysFile:
+// procfs' sysfs package has the same reader (ParseNetClassAttribute) but
+// importing it pulls golang.org/x/sync into go.mod for its CPU code, and
+// its NetClass would read every attribute of every interface each
+// scrape. An unknown speed (-1 for a virtual link, EINVAL for a down
+// one, 0, absent, unreadable or unparsable) yields no series: the link
+// has no capacity to compare with, which is no failure of the collector.
+func (c *netdevCollector) speedSamples(nd procfs.NetDev) []Sample {
+	names := make([]string, 0, len(nd))
+	for n := range nd {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []Sample
+	for _, n := range names {
+		if strings.ContainsRune(n, '/') || n == "." || n == ".." {
+			continue
+		}
+		b, err := readSysFile(filepath.Join(c.netClass, n, "speed"))
+		if err != nil {
+			continue
+		}
+		mbps, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || mbps <= 0 {
+			continue
+		}
+		out = append(out, Sample{models.MetricNetSpeed, []string{n}, float64(mbps) * 1e6 / 8})
 	}
 	return out
 }

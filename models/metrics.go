@@ -153,6 +153,10 @@ const (
 	MetricNetTransmitPackets = "ballast_network_transmit_packets_total"
 	MetricNetTransmitErrors  = "ballast_network_transmit_errors_total"
 	MetricNetTransmitDrops   = "ballast_network_transmit_drops_total"
+	// MetricNetSpeed is the link speed from /sys/class/net/IFACE/speed
+	// (Mb/s there), in bytes per second as node_exporter's
+	// node_network_speed_bytes; absent for links without a speed.
+	MetricNetSpeed = "ballast_network_speed_bytes"
 )
 
 // Read-ahead series (collector readahead).
@@ -317,6 +321,7 @@ var Metrics = []MetricDesc{
 	{MetricNetTransmitPackets, MetricCounter, "", "Packets transmitted by the network interface.", netLabels, "netdev"},
 	{MetricNetTransmitErrors, MetricCounter, "", "Transmit errors of the network interface.", netLabels, "netdev"},
 	{MetricNetTransmitDrops, MetricCounter, "", "Transmitted packets dropped by the network interface.", netLabels, "netdev"},
+	{MetricNetSpeed, MetricGauge, "bytes", "Link speed of the network interface in bytes per second, from /sys/class/net/IFACE/speed; absent where the kernel reports none (virtual or down links, speed -1).", netLabels, "netdev"},
 
 	{MetricBlockReadahead, MetricGauge, "bytes", "Read-ahead window of the block device (/sys/block/<dev>/queue/read_ahead_kb).", []string{"device"}, "readahead"},
 	{MetricNFSReadahead, MetricGauge, "bytes", "Read-ahead window of the NFS mount's backing device info (/sys/class/bdi/<major:minor>/read_ahead_kb).", []string{"mountpoint", "export", "bdi"}, "readahead"},
