@@ -372,7 +372,7 @@ func (t *Twin) dsSamples(i int32) []collector.Sample {
 	s.add(models.MetricNFSDOps, math.Floor(n.nfsdReads), "4", "read")
 	s.add(models.MetricNFSDOps, math.Floor(n.nfsdWrites), "4", "write")
 	nd, _ := t.NetDev(n.name)
-	s.netdev(nd)
+	s.netdev(nd, t.sc.Topology.DataServers[n.group].NICGbps*1e9/8)
 	return s
 }
 
@@ -428,7 +428,14 @@ func (s *sampler) diskstats(r DiskStat) {
 	s.add(models.MetricDiskFlushTime, 0, d)
 }
 
-func (s *sampler) netdev(nd NetDevStat) {
+// netdev renders the node's loopback and storage NIC rows, and the
+// NIC's link speed (bytes/s; the scenario's nic_gbps, the capacity the
+// physics already gives the NIC) as /sys/class/net/eth0/speed would
+// show it. Loopback has no speed in sysfs, so no series.
+func (s *sampler) netdev(nd NetDevStat, speed float64) {
+	if speed > 0 && nd.Iface != "" {
+		s.add(models.MetricNetSpeed, speed, nd.Iface)
+	}
 	for _, r := range []NetDevStat{{Iface: "lo"}, nd} {
 		d := r.Iface
 		s.add(models.MetricNetReceiveBytes, float64(r.RxBytes), d)
@@ -492,7 +499,7 @@ func (t *Twin) clientSamples(i int32) []collector.Sample {
 	s.add(models.MetricNFSClientXprtReceives, float64(ops), ml...)
 	s.add(models.MetricNFSClientXprtBadXIDs, 0, ml...)
 	nd, _ := t.NetDev(cl.name)
-	s.netdev(nd)
+	s.netdev(nd, cl.nicBW)
 	s.add(models.MetricNFSReadahead, cl.ra, MountPoint, t.export(), fmt.Sprintf("0:%d", 50+i))
 	return s
 }
