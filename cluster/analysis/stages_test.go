@@ -386,3 +386,47 @@ func TestHotspotComparesPeersWithinPoolAndDirection(t *testing.T) {
 		t.Errorf("hot subjects %v; want only %v", hot, want)
 	}
 }
+
+// TestStarvationNICUtilisation: a DS's NIC utilisation is its busier
+// direction over its link speed, the max over its interfaces with a
+// speed; an interface without a speed (lo) and a node whose agent serves
+// none (an older agent) give nothing, so the analyzer's utilisation stays
+// unknown for them.
+func TestStarvationNICUtilisation(t *testing.T) {
+	a, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := exprQuerier{
+		nicSpeedQuery: {
+			series("", 25e9, "node", "ds01", "device", "eth0"),
+			series("", 12.5e9, "node", "ds01", "device", "eth1"),
+			series("", 25e9, "node", "ds03", "device", "eth0"),
+		},
+		a.st.nicRateQuery(): {
+			series("", 20e9, "node", "ds01", "device", "eth0"),
+			series("", 12e9, "node", "ds01", "device", "eth1"),
+			series("", 90e9, "node", "ds01", "device", "lo"),
+			series("", 5e9, "node", "ds02", "device", "eth0"),
+			series("", 2.5e9, "node", "ds03", "device", "eth0"),
+		},
+	}
+	a.q = q
+	got, err := a.st.nicUtil(context.Background(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"ds01": 0.96, "ds03": 0.1}
+	if len(got) != len(want) || math.Abs(got["ds01"]-want["ds01"]) > 1e-9 || math.Abs(got["ds03"]-want["ds03"]) > 1e-9 {
+		t.Errorf("NIC utilisation %v; want %v", got, want)
+	}
+	if !strings.Contains(a.st.nicRateQuery(), "[15s]") {
+		t.Errorf("rate query %q does not use the rate window", a.st.nicRateQuery())
+	}
+
+	// No speed series at all: nothing, and no rate query.
+	a.q = exprQuerier{}
+	if got, err := a.st.nicUtil(context.Background(), t0); err != nil || len(got) != 0 {
+		t.Errorf("without speeds: %v, %v; want none", got, err)
+	}
+}

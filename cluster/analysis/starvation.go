@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -20,10 +21,59 @@ const latencySmoothing = 30 * time.Second
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
+// nicSpeedQuery reads each agent's NIC link speeds (bytes/s); a link
+// without one (virtual, down, a host whose agent predates the series)
+// has none.
+const nicSpeedQuery = `max by (node, device) (last_over_time(` + models.MetricNetSpeed + `[10m]))`
+
+// nicRateQuery is each agent NIC's busier direction over the rate window:
+// a full-duplex link saturates in one direction at a time (checkpoint
+// writes fill a DS's receive side, reads its transmit side).
+func (s *starvationStage) nicRateQuery() string {
+	return fmt.Sprintf(`max by (node, device) (rate({__name__=~"%s|%s"}[%ds]))`,
+		models.MetricNetReceiveBytes, models.MetricNetTransmitBytes, int(s.a.opts.RateWindow.Seconds()))
+}
+
+// nicUtil returns each node's NIC utilisation: max over its interfaces
+// with a link speed of max(receive, transmit rate) / speed. A node with
+// no speed series is absent (its utilisation stays unknown).
+func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (map[string]float64, error) {
+	speeds, err := s.a.q.Query(ctx, nicSpeedQuery, now)
+	if err != nil || len(speeds) == 0 {
+		return nil, err
+	}
+	type nic struct{ node, dev string }
+	speed := map[nic]float64{}
+	for i := range speeds {
+		sr := &speeds[i]
+		if v, ok := lastValue(sr); ok && v > 0 && sr.Label("node") != "" {
+			speed[nic{sr.Label("node"), sr.Label("device")}] = v
+		}
+	}
+	rates, err := s.a.q.Query(ctx, s.nicRateQuery(), now)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for i := range rates {
+		sr := &rates[i]
+		k := nic{sr.Label("node"), sr.Label("device")}
+		v, ok := lastValue(sr)
+		if sp := speed[k]; ok && sp > 0 && v >= 0 && !math.IsNaN(v) {
+			if u, seen := out[k.node]; !seen || v/sp > u {
+				out[k.node] = v / sp
+			}
+		}
+	}
+	return out, nil
+}
+
 // starvationStage feeds analyzer/starvation: GPU utilisation from DCGM,
 // each node's read paths from the tick's stripe deltas (the analyzer
 // remembers them while a node goes quiet), the health of stripes, devices
-// and DSs from the tick's LAYOUTSTATS sums (latency), whether the DS's
+// and DSs from the tick's LAYOUTSTATS sums (latency), a DS's NIC
+// utilisation from its agent's netdev series (nicUtil; the DS subject is
+// its agent's node once the device table names it), whether the DS's
 // agent answers and bytes not delivered (down: downRule) and the hotspot
 // stage's findings, and the groups the checkpoint stage sees writing a
 // burst. A GPU's job is its node's client group, the subject the
@@ -138,6 +188,16 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	}
 	s.last = now
 	down := s.downRule()
+	nics, err := s.nicUtil(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	util := func(sub models.Subject) float64 {
+		if u, ok := nics[sub.ID]; ok && sub.Kind == models.SubjectDS {
+			return u
+		}
+		return math.NaN()
+	}
 	for _, l := range s.a.hot.loads {
 		lat := l.latency()
 		if prev, ok := s.latency[l.subject]; ok && !math.IsNaN(lat) {
@@ -146,7 +206,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		if !math.IsNaN(lat) {
 			s.latency[l.subject] = lat
 		}
-		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: math.NaN(),
+		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: util(l.subject),
 			Latency: lat, Down: down(l), Hot: s.a.hot.hot[l.subject]}
 		in.Health = append(in.Health, h)
 		listed[l.subject] = true
@@ -166,7 +226,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		p := in.Health[i].Parent
 		if p.ID != "" && !listed[p] {
 			listed[p] = true
-			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: math.NaN(), Latency: math.NaN(), Hot: s.a.hot.hot[p],
+			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: util(p), Latency: math.NaN(), Hot: s.a.hot.hot[p],
 				Down: p.Kind == models.SubjectDS && s.agentDown(p.ID)})
 		}
 	}
