@@ -192,9 +192,23 @@ type blame struct {
 	within  []models.Subject // the blamed subject's ancestors, nearest first
 	pause   bool             // a checkpoint pause
 	shown   time.Time        // when it first got a finding of its own; zero: not yet
-	tick    float64          // GPU-seconds charged at the current tick
-	rate    float64          // GPU-seconds lost per second, moving average over CriticalAfter
-	peak    float64          // highest rate once the episode lasted CriticalAfter
+	// reopened is when an episode without a finding of its own made its
+	// cause's published recurring finding active again (zero: it did not);
+	// the operator sees it there from then on.
+	reopened time.Time
+	tick     float64 // GPU-seconds charged at the current tick
+	rate     float64 // GPU-seconds lost per second, moving average over CriticalAfter
+	peak     float64 // highest rate once the episode lasted CriticalAfter
+}
+
+// reported is when an operator first saw the episode: in its cause's
+// recurring finding (which it reopened before it had a finding of its
+// own) or in its own finding; zero while in neither.
+func (b *blame) reported() time.Time {
+	if !b.reopened.IsZero() {
+		return b.reopened
+	}
+	return b.shown
 }
 
 // recurring is the finding that folds a cause's short episodes (and
@@ -633,6 +647,16 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && b.seconds >= a.opts.MinEpisodeGPUSeconds {
 			b.shown = now
 		}
+		if b.shown.IsZero() && b.reopened.IsZero() && b.stamp.Equal(now) {
+			// A cause whose short episodes already have a published
+			// recurring finding is shown there as soon as it recurs, not
+			// when this episode is over.
+			if r := a.recur[key]; r != nil && r.published {
+				if e := a.tracker.Get(key); e != nil && e.Onset.Sub(r.end) <= a.opts.RecurWindow {
+					b.reopened = now
+				}
+			}
+		}
 	}
 	for _, e := range a.tracker.Finish(now) {
 		b := a.blames[e.Key]
@@ -640,8 +664,8 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			continue
 		}
 		delete(a.blames, e.Key)
-		ep := Episode{Finding: a.finding(&e, b), Reported: b.shown}
-		if ep.Reported.IsZero() {
+		ep := Episode{Finding: a.finding(&e, b), Reported: b.reported()}
+		if b.shown.IsZero() {
 			a.fold(now, &e, b, ep)
 			continue
 		}
@@ -655,7 +679,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 // fold adds an ended episode that had no finding of its own to its cause's
 // recurring finding, starting a new one when the last ended more than
 // RecurWindow before this one began. The episode counts as reported once
-// the recurring finding is published.
+// the recurring finding is published, or from when it reopened it.
 func (a *Analyzer) fold(now time.Time, e *episode.Episode, b *blame, ep Episode) {
 	key := e.Key
 	r := a.recur[key]
@@ -675,7 +699,9 @@ func (a *Analyzer) fold(now time.Time, e *episode.Episode, b *blame, ep Episode)
 	if r.seconds >= a.opts.MinEpisodeGPUSeconds {
 		r.changed, r.published = true, true
 		for _, p := range r.pending {
-			p.Reported = now
+			if p.Reported.IsZero() {
+				p.Reported = now
+			}
 			a.episodes = append(a.episodes, p)
 		}
 		r.pending = r.pending[:0]
@@ -864,7 +890,13 @@ func (a *Analyzer) Findings(now time.Time) []models.Finding {
 		}
 	}
 	for key, r := range a.recur {
-		if r.changed && r.published {
+		if b := a.blames[key]; b != nil && r.published && b.shown.IsZero() && !b.reopened.IsZero() {
+			// Active again while an episode of its cause runs.
+			f := a.recurringFinding(r)
+			f.LastSeen, f.End = b.stamp, time.Time{}
+			out = append(out, f)
+			r.changed = true // its end is published once the episode is over
+		} else if r.changed && r.published {
 			out = append(out, a.recurringFinding(r))
 			r.changed = false
 		} else if now.Sub(r.end) > a.opts.RecurWindow {
@@ -886,7 +918,7 @@ func (a *Analyzer) Episodes() []Episode {
 	a.episodes = nil
 	for _, e := range a.tracker.Active() {
 		if b := a.blames[e.Key]; b != nil {
-			out = append(out, Episode{Finding: a.finding(e, b), Reported: b.shown})
+			out = append(out, Episode{Finding: a.finding(e, b), Reported: b.reported()})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Finding.ID < out[j].Finding.ID })

@@ -277,13 +277,14 @@ func TestFindingsForPeople(t *testing.T) {
 	}
 	// Four one-tick blips on a slow device, a minute and a half apart:
 	// 8 GPUs × 0.2 × 10 s = 16 GPU-s each, below MinEpisodeGPUSeconds.
+	blip := func(c *cluster) {
+		c.health[subj(models.SubjectDevice, "ds3/nvme0")].Latency = 0.01
+		c.health[subj(models.SubjectDS, "ds3")].Latency = 0.003
+		c.util["n3"] = 0.7
+	}
 	var shown []models.Finding
 	for range 4 {
-		shown = append(shown, step(func(c *cluster) {
-			c.health[subj(models.SubjectDevice, "ds3/nvme0")].Latency = 0.01
-			c.health[subj(models.SubjectDS, "ds3")].Latency = 0.003
-			c.util["n3"] = 0.7
-		})...)
+		shown = append(shown, step(blip)...)
 		for range 8 {
 			shown = append(shown, step(nil)...)
 		}
@@ -313,5 +314,42 @@ func TestFindingsForPeople(t *testing.T) {
 	}
 	if len(eps) != 4 || eps[0].Reported.IsZero() || strings.HasSuffix(eps[0].Finding.ID, ":recurring") {
 		t.Errorf("episodes on ds3/nvme0: %+v; want 4, each with its own id and a report time", eps)
+	}
+
+	// A fifth blip, now that the recurring finding is published, makes it
+	// active again at the blip's own tick (not once the blip is over); it
+	// ends again when the episode closes, and the episode counts as
+	// reported at that tick.
+	at := t0.Add(time.Duration(tick) * 10 * time.Second)
+	again := step(blip)
+	for range 8 {
+		again = append(again, step(nil)...)
+	}
+	var seen []models.Finding
+	for _, f := range again {
+		if f.Subject.ID == "ds3/nvme0" {
+			seen = append(seen, f)
+		}
+	}
+	if len(seen) < 2 || seen[0].ID != last.ID || !seen[0].Active() || !seen[0].LastSeen.Equal(at) {
+		t.Fatalf("findings on ds3/nvme0 after a fifth blip: %+v; want %s active from %s, then ended", seen, last.ID, at)
+	}
+	end := seen[len(seen)-1]
+	if end.ID != last.ID || end.Active() || !strings.HasPrefix(end.Summary, "5 short starvation episodes") {
+		t.Errorf("last finding on ds3/nvme0 %s active %v %q; want the recurring one ended with 5 episodes", end.ID, end.Active(), end.Summary)
+	}
+	for _, f := range seen[:len(seen)-1] {
+		if f.ID != last.ID || !f.Active() {
+			t.Errorf("finding %s active %v while the fifth blip's episode is open; want the recurring one, active", f.ID, f.Active())
+		}
+	}
+	eps = eps[:0]
+	for _, e := range a.Episodes() {
+		if e.Finding.Subject.ID == "ds3/nvme0" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) != 1 || !eps[0].Reported.Equal(at) {
+		t.Errorf("episodes on ds3/nvme0 after the fifth blip: %+v; want one, reported at %s", eps, at)
 	}
 }
