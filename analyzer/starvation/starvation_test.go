@@ -282,18 +282,26 @@ func TestFindingsForPeople(t *testing.T) {
 		c.health[subj(models.SubjectDS, "ds3")].Latency = 0.003
 		c.util["n3"] = 0.7
 	}
-	var shown []models.Finding
-	for range 4 {
-		shown = append(shown, step(blip)...)
-		for range 8 {
-			shown = append(shown, step(nil)...)
+	// blipThenQuiet returns the findings on ds3/nvme0 of one blip and the
+	// eight quiet ticks after it.
+	blipThenQuiet := func() []models.Finding {
+		var on []models.Finding
+		for i := range 9 {
+			ph := blip
+			if i > 0 {
+				ph = nil
+			}
+			for _, f := range step(ph) {
+				if f.Subject.ID == "ds3/nvme0" {
+					on = append(on, f)
+				}
+			}
 		}
+		return on
 	}
 	var rec []models.Finding
-	for _, f := range shown {
-		if f.Subject.ID == "ds3/nvme0" {
-			rec = append(rec, f)
-		}
+	for range 4 {
+		rec = append(rec, blipThenQuiet()...)
 	}
 	// Published once the four together cost a GPU-minute (64 GPU-s).
 	if len(rec) != 1 {
@@ -321,16 +329,7 @@ func TestFindingsForPeople(t *testing.T) {
 	// ends again when the episode closes, and the episode counts as
 	// reported at that tick.
 	at := t0.Add(time.Duration(tick) * 10 * time.Second)
-	again := step(blip)
-	for range 8 {
-		again = append(again, step(nil)...)
-	}
-	var seen []models.Finding
-	for _, f := range again {
-		if f.Subject.ID == "ds3/nvme0" {
-			seen = append(seen, f)
-		}
-	}
+	seen := blipThenQuiet()
 	if len(seen) < 2 || seen[0].ID != last.ID || !seen[0].Active() || !seen[0].LastSeen.Equal(at) {
 		t.Fatalf("findings on ds3/nvme0 after a fifth blip: %+v; want %s active from %s, then ended", seen, last.ID, at)
 	}
