@@ -153,6 +153,8 @@ type Engine struct {
 	tookOver uint64
 	// raReports holds each GPU node agent's last read-ahead report.
 	raReports map[string]raReport
+	// raBurst is each client node's last checkpoint burst seen.
+	raBurst map[string]time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -213,6 +215,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.inflight, e.findings, e.ended = map[string]bool{}, map[string]models.Finding{}, map[string]time.Time{}
 	e.devs, e.width, e.mirrors = map[string]Device{}, map[string]int{}, map[string]int{}
 	e.raReports = map[string]raReport{}
+	e.raBurst = map[string]time.Time{}
 	if e.opts.Load != nil {
 		as, err := e.opts.Load()
 		if err != nil {
@@ -376,6 +379,17 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 	}
 	e.now = now
 	for _, f := range fs {
+		if f.Kind == findingBurst && f.Subject.Kind == models.SubjectClient {
+			// the read-ahead policy leaves a node alone for a window after
+			// its checkpoint (its GPUs paused for it, not for data)
+			last := f.LastSeen
+			if !f.End.IsZero() && f.End.After(last) {
+				last = f.End
+			}
+			if last.After(e.raBurst[f.Subject.ID]) {
+				e.raBurst[f.Subject.ID] = last
+			}
+		}
 		if f.Active() {
 			e.findings[f.ID] = f
 		} else {

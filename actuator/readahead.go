@@ -51,10 +51,13 @@ type ReadAheadConfig struct {
 	// ApplyTimeout fails a change whose agent did not report the value
 	// applied in time (the node's agent is down, or not syncing).
 	ApplyTimeout Duration `yaml:"apply_timeout"`
+	// Policy is the closed loop that chooses values from what the
+	// cluster shows (readahead_policy.go).
+	Policy ReadAheadPolicy `yaml:"policy"`
 }
 
 func defaultReadAheadConfig() ReadAheadConfig {
-	return ReadAheadConfig{MaxChangesPerNodePerHour: 6, MaxChangesPerHour: 200, ApplyTimeout: Duration(5 * time.Minute)}
+	return ReadAheadConfig{MaxChangesPerNodePerHour: 6, MaxChangesPerHour: 200, ApplyTimeout: Duration(5 * time.Minute), Policy: defaultReadAheadPolicy()}
 }
 
 func (c *ReadAheadConfig) validate(prefix string) []error {
@@ -78,6 +81,7 @@ func (c *ReadAheadConfig) validate(prefix string) []error {
 	if c.ApplyTimeout < Duration(time.Second) {
 		errs = append(errs, fmt.Errorf("%sapply_timeout: %s is below the minimum of 1s", prefix, time.Duration(c.ApplyTimeout)))
 	}
+	errs = append(errs, c.Policy.validate(prefix+"policy.")...)
 	return errs
 }
 
@@ -197,7 +201,7 @@ func raKey(node, mp string) string {
 // planReadAhead opens a set_read_ahead action for every pin whose mount's
 // agent reports another value, unless one is open for it or its last one
 // failed within the cooldown.
-func (e *Engine) planReadAhead(_ context.Context, now time.Time) error {
+func (e *Engine) planReadAhead(ctx context.Context, now time.Time) error {
 	mode := e.mode(models.ActionSetReadAhead)
 	if mode == models.ModeOff {
 		return nil
@@ -219,8 +223,9 @@ func (e *Engine) planReadAhead(_ context.Context, now time.Time) error {
 			continue
 		}
 		why := fmt.Sprintf("pinned by actuators.readahead.pins: %s on %s at %d KiB (now %d KiB)", m.MountPoint, pin.Node, pin.KB, m.CurrentKB)
-		errs = append(errs, e.openReadAhead(now, mode, pin.Node, m, pin.KB, true, why))
+		errs = append(errs, e.openReadAhead(now, mode, pin.Node, m, pin.KB, true, why, nil))
 	}
+	errs = append(errs, e.planReadAheadPolicy(ctx, now, mode))
 	return errors.Join(errs...)
 }
 
@@ -250,8 +255,9 @@ func (e *Engine) lastFailed(key string) bool {
 	return last != nil && (last.State == models.ActionFailed || last.State == models.ActionRolledBack || last.State == models.ActionRejected)
 }
 
-// openReadAhead journals a new set_read_ahead action for node's mount m.
-func (e *Engine) openReadAhead(now time.Time, mode models.ActionMode, node string, m models.ReadAheadMount, kb int64, pinned bool, why string) error {
+// openReadAhead journals a new set_read_ahead action for node's mount m,
+// with extra params (the policy's).
+func (e *Engine) openReadAhead(now time.Time, mode models.ActionMode, node string, m models.ReadAheadMount, kb int64, pinned bool, why string, extra map[string]string) error {
 	s := models.Subject{Kind: models.SubjectClient, ID: node}
 	id := fmt.Sprintf("%s:%s:%s:%s:%d", models.ActionSetReadAhead, s.Kind, s.ID, m.MountPoint, now.UnixMilli())
 	from := ""
@@ -265,6 +271,9 @@ func (e *Engine) openReadAhead(now time.Time, mode models.ActionMode, node strin
 	}
 	if pinned {
 		a.Params[ParamPinned] = "true"
+	}
+	for k, v := range extra {
+		a.Params[k] = v
 	}
 	switch mode {
 	case models.ModeDryRun:

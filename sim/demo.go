@@ -70,6 +70,9 @@ type DemoOptions struct {
 	ActionMode models.ActionMode
 	// Rebalancer replaces ballast's rebalancer (eval's baselines).
 	Rebalancer actuator.Rebalancer
+	// ReadAheadPolicyOff turns the read-ahead closed loop off (eval's
+	// static read-ahead baselines).
+	ReadAheadPolicyOff bool
 	// Observe, when set, is called after every pipeline tick with the
 	// twin locked (eval samples its remediation ground truth there).
 	Observe func(tw *twin.Twin, now time.Time)
@@ -171,6 +174,7 @@ type Demo struct {
 	mds  *cluster.MDS
 
 	twMu sync.Mutex // serialises access to tw from concurrent sources
+	ra   *raAgents  // the GPU nodes' read-ahead agents
 }
 
 // NewDemo builds the twin and an mds on OutDir/data; it starts nothing.
@@ -225,10 +229,13 @@ func NewDemo(opts DemoOptions) (*Demo, error) {
 		opts.ActionMode = models.ModeAuto
 	}
 	DemoActuators(&cfg.Actuators, opts.ActionMode)
+	if opts.ReadAheadPolicyOff {
+		cfg.Actuators.ReadAhead.Policy.Enabled = false
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cannot configure the demo's mds: %w", err)
 	}
-	d := &Demo{opts: opts, tw: tw}
+	d := &Demo{opts: opts, tw: tw, ra: newRAAgents()}
 	d.mds = cluster.NewMDS(cfg, cluster.Runtime{
 		Sources:     d.sources(),
 		ManualTicks: true,
@@ -349,6 +356,7 @@ func (d *Demo) Run(ctx context.Context) (*DemoSummary, error) {
 		}
 		d.tw.Step()
 		now := d.tw.Now()
+		d.syncReadAhead(now)
 		if now.Before(nextScrape) {
 			continue
 		}

@@ -33,7 +33,13 @@ planners), none (actions off), count-balancer (a Ceph-upmap-style stripe
 count balancer) or hottest-to-coolest (the operator's share moved from the
 hottest data server to the coolest, PEAK:AIO Lattice style); the baselines
 replace the rebalancer only and act through the same engine, guards and
-mover. The demo's outputs (summary.json,
+mover. Two more turn off the read-ahead closed loop only:
+static-kernel-default (every mount keeps the value it was mounted with,
+Linux's 128 KiB unless the scenario says otherwise) and static-nfsrahead
+(every mount at 15 × rsize from the start, as nfs-utils' nfsrahead sets
+it); eval.json's readahead_scores hold each job's read throughput, GPU
+utilisation and read latency and what became of each read-ahead change
+(ballast eval readahead compares the three). The demo's outputs (summary.json,
 truth.jsonl, findings.jsonl, actions.jsonl, the store in DIR/data) are
 written beside it, with labels.jsonl and forecasts.jsonl.
 
@@ -54,10 +60,11 @@ func init() {
 // EvalReport is eval.json: the demo's summary with the scores.
 type EvalReport struct {
 	sim.DemoSummary
-	Scores    score.Result  `json:"scores"`
-	Remedy    score.Remedy  `json:"remediation_scores"`
-	Command   string        `json:"command"`
-	Tolerance time.Duration `json:"tolerance_ns"`
+	Scores    score.Result    `json:"scores"`
+	Remedy    score.Remedy    `json:"remediation_scores"`
+	ReadAhead score.ReadAhead `json:"readahead_scores"`
+	Command   string          `json:"command"`
+	Tolerance time.Duration   `json:"tolerance_ns"`
 }
 
 func runEval(ctx context.Context, env *cmdEnv, args []string) error {
@@ -69,7 +76,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress line")
 	listen := fs.String("listen", "127.0.0.1:0", "HOST:PORT of the query API while it runs")
 	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
-	method := fs.String("method", sim.MethodBallast, "who acts: "+strings.Join(sim.Methods, ", "))
+	method := fs.String("method", sim.MethodBallast, "who acts: "+strings.Join(sim.Methods, ", ")+"; or the static read-ahead baselines "+strings.Join(sim.ReadAheadMethods[:2], ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -218,7 +225,11 @@ func evalOnce(ctx context.Context, env *cmdEnv, sc *twin.Scenario, seed uint64, 
 	// simulation only. So does the count of stored samples: it includes the
 	// mds's own process and storage-engine metrics (series such as
 	// histogram buckets appear as the host's timing has it).
-	rep := &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Remedy: score.ScoreRemedy(rin), Tolerance: in.Tolerance}
+	rain := score.ReadAheadInput{Method: method, Samples: samples, Actions: rin.Actions}
+	for i, w := range tw.Scenario().Workloads {
+		rain.Jobs = append(rain.Jobs, score.RAJob{Name: w.Name, Kind: w.Kind, Nodes: in.JobNodes[w.Name], Index: i})
+	}
+	rep := &EvalReport{DemoSummary: *sum, Scores: score.Score(in), Remedy: score.ScoreRemedy(rin), ReadAhead: score.ScoreReadAhead(rain), Tolerance: in.Tolerance}
 	rep.WallSeconds, rep.SpeedUp, rep.SamplesStored = 0, 0, 0
 	return rep, nil
 }
@@ -238,7 +249,7 @@ func parseStart(s string) (time.Time, error) {
 // remedySample reads the twin's remediation counters (ground truth).
 func remedySample(tw *twin.Twin, now time.Time) score.RemedySample {
 	dl := tw.DeviceLoads()
-	s := score.RemedySample{At: now, Jobs: tw.JobGPUSeconds(), DeviceBytes: make([]float64, len(dl)), Active: make([]bool, len(dl))}
+	s := score.RemedySample{At: now, Jobs: tw.JobGPUSeconds(), DeviceBytes: make([]float64, len(dl)), Active: make([]bool, len(dl)), Reads: tw.ClientReads()}
 	for i, d := range dl {
 		s.DeviceBytes[i], s.Active[i] = d.UserBytes, d.Active
 	}

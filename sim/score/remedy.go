@@ -31,6 +31,8 @@ type RemedySample struct {
 	// whether it is online in its pool, in the twin's device order.
 	DeviceBytes []float64
 	Active      []bool
+	// Reads are the clients' read counters, in the twin's client order.
+	Reads []twin.ClientRead
 }
 
 // RemedyInput is one run to score for remediation.

@@ -437,7 +437,11 @@ func (t *Twin) settleFlows(now float64) {
 			t.dev[f.dev].userBytes += f.served
 		}
 		if capLoss := f.want - f.demand; capLoss > 1e-9*f.want {
-			if f.slowNet >= 0 {
+			// a round trip through a link without a queue is a fixed
+			// delay: the window in flight (read-ahead) limits the stream,
+			// not the link; a link is blamed once its queue at least
+			// doubles the round trip, as a device is (docs/scenarios.md)
+			if f.slowNet >= 0 && t.rq[f.slowNet] >= 2 {
 				t.noteLoss(st, capLoss/f.amp, t.causeOfRes(f.slowNet), f.slowNet)
 			} else if f.slowDev >= 0 && t.dev[f.slowDev].qmul*t.dev[f.slowDev].outlier >= 2 {
 				t.noteLoss(st, capLoss/f.amp, causeDevice, f.slowDev)

@@ -261,6 +261,9 @@ const mdsAddr = "10.0.0.1"
 
 func (t *Twin) export() string { return mdsAddr + ":" + exportPath }
 
+// Export is the clients' mount source (SERVER:PATH).
+func (t *Twin) Export() string { return t.export() }
+
 type mountOp struct {
 	name                          string
 	n, sent, recv, rtt, exe, errs uint64

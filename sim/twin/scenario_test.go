@@ -10,7 +10,7 @@ import (
 )
 
 func TestShippedScenarios(t *testing.T) {
-	want := []string{"baseline", "capacity-pressure", "checkpoint-storm", "failing-drive", "hot-shard", "mixed", "node-loss", "port-saturation", "quiet-cluster"}
+	want := []string{"baseline", "capacity-pressure", "checkpoint-storm", "failing-drive", "hot-shard", "mixed", "node-loss", "port-saturation", "quiet-cluster", "readahead"}
 	if got := strings.Join(ScenarioNames(), ","); got != strings.Join(want, ",") {
 		t.Fatalf("shipped scenarios %s; want %s", got, strings.Join(want, ","))
 	}
