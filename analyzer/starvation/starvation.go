@@ -451,6 +451,7 @@ func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, dep
 			culprits = append(culprits, c)
 		}
 	}
+	culprits = t.dropMerelySlow(culprits, onPath, depth+1)
 	if len(culprits) == 0 {
 		if st != healthy {
 			out[s] = st.String()
@@ -460,6 +461,57 @@ func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, dep
 	for _, c := range culprits {
 		t.responsible(c, onPath, depth+1, out)
 	}
+}
+
+// dropMerelySlow keeps, of a node's culprit siblings, those bad in their
+// own right (down, saturated or hot, or with such a subject below) when
+// there is one; otherwise it keeps them all. A node reads across its
+// siblings in parallel (a file striped over DSs or devices) and waits for
+// the last piece: a saturated sibling's queue grows for as long as it is
+// offered more than it serves, and a down one does not answer, so they
+// finish last, while a merely slow sibling adds a bounded delay that
+// overlaps with that wait (and is often its echo: the same clients'
+// requests queue behind the bottleneck). Blaming the slow ones too would
+// spread the bottleneck's loss over subjects whose repair would not
+// return it. With no sibling bad in its own right, latency is the only
+// evidence and every slow sibling stays a culprit.
+func (t *topo) dropMerelySlow(sibs []models.Subject, onPath map[models.Subject]bool, depth int) []models.Subject {
+	var bad []models.Subject
+	for _, c := range sibs {
+		if t.badOnPath(c, onPath, depth) {
+			bad = append(bad, c)
+		}
+	}
+	if len(bad) == 0 {
+		return sibs
+	}
+	return bad
+}
+
+// badOnPath is badBelow restricted to the node's branches, as responsible
+// walks them: a hot device elsewhere on a DS does not make that DS a
+// bottleneck of a node reading other devices of it.
+func (t *topo) badOnPath(s models.Subject, onPath map[models.Subject]bool, depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	if t.state[s].intrinsic() {
+		return true
+	}
+	kids := t.children[s]
+	pathKids := false
+	for _, c := range kids {
+		pathKids = pathKids || onPath[c]
+	}
+	for _, c := range kids {
+		if pathKids && !onPath[c] {
+			continue
+		}
+		if t.badOnPath(c, onPath, depth+1) {
+			return true
+		}
+	}
+	return false
 }
 
 // share is a blamed subject's weight for a node: its path share, or that of
@@ -525,6 +577,9 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 		rootList = append(rootList, r)
 	}
 	sort.Slice(rootList, func(i, j int) bool { return less(rootList[i], rootList[j]) })
+	// Roots are the siblings under the cluster itself: a node's path
+	// over several DSs without a port above them.
+	rootList = t.dropMerelySlow(rootList, onPath, 0)
 	blamed := map[models.Subject]string{}
 	for _, r := range rootList {
 		t.responsible(r, onPath, 0, blamed)

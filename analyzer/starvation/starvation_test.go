@@ -352,3 +352,133 @@ func TestFindingsForPeople(t *testing.T) {
 		t.Errorf("episodes on ds3/nvme0 after the fifth blip: %+v; want one, reported at %s", eps, at)
 	}
 }
+
+// stripedLoss runs a node n0 (8 GPUs) reading a file striped evenly over
+// four DSs ds0..ds3, roots or under a healthy port p0, two devices each:
+// five healthy ticks, then ten with util and latency set by fault, GPUs at
+// half their level. It returns the GPU-seconds lost per cause in the
+// fault ticks.
+func stripedLoss(t *testing.T, withPort bool, fault func(ds int) (util, lat float64)) map[string]float64 {
+	t.Helper()
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := subj(models.SubjectPort, "p0")
+	in := func(faulty bool) Input {
+		var in Input
+		if withPort {
+			in.Health = append(in.Health, Health{Subject: port, Util: 0.5, Latency: math.NaN()})
+		}
+		for d := range 4 {
+			ds := subj(models.SubjectDS, fmt.Sprintf("ds%d", d))
+			util, lat := 0.5, 0.001
+			if faulty {
+				util, lat = fault(d)
+			}
+			h := Health{Subject: ds, Util: util, Latency: lat}
+			if withPort {
+				h.Parent = port
+			}
+			in.Health = append(in.Health, h)
+			for v := range 2 {
+				dev := subj(models.SubjectDevice, fmt.Sprintf("ds%d/nvme%d", d, v))
+				// A device's latency follows its DS's: the requests queue at
+				// the DS's NIC.
+				in.Health = append(in.Health, Health{Subject: dev, Parent: ds, Util: 0.3, Latency: lat * 0.8})
+				in.Paths = append(in.Paths, Path{Node: "n0", Subject: dev, Share: 1.0 / 8})
+			}
+		}
+		util := 0.9
+		if faulty {
+			util = 0.45
+		}
+		for g := range 8 {
+			in.GPUs = append(in.GPUs, GPU{ID: fmt.Sprintf("n0/gpu%d", g), Node: "n0", Job: "j0", Util: util})
+		}
+		return in
+	}
+	for i := range 15 {
+		if err := a.Observe(t0.Add(time.Duration(i)*10*time.Second), in(i >= 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a.LostByCause()
+}
+
+// TestSaturatedSiblingExplainsSlowOnes: a node reading across four DSs,
+// one saturated (its NIC full) and three merely slow, loses its GPU time
+// to the saturated one alone, whether the DSs are roots or share a
+// healthy port; with no DS saturated, every slow one keeps its share.
+func TestSaturatedSiblingExplainsSlowOnes(t *testing.T) {
+	for _, withPort := range []bool{false, true} {
+		lost := stripedLoss(t, withPort, func(ds int) (float64, float64) {
+			if ds == 0 {
+				return 0.97, 0.008
+			}
+			return 0.6, 0.004 // slow: 4× the learned latency, not saturated
+		})
+		total := 0.0
+		for _, v := range lost {
+			total += v
+		}
+		if total == 0 || lost["ds:ds0"] < 0.99*total {
+			t.Errorf("port %v: lost %v; want all on ds:ds0, the saturated DS", withPort, lost)
+		}
+
+		lost = stripedLoss(t, withPort, func(ds int) (float64, float64) {
+			if ds == 0 {
+				return 0.6, 0.008
+			}
+			return 0.6, 0.004
+		})
+		for d := range 4 {
+			if k := fmt.Sprintf("ds:ds%d", d); lost[k] <= 0 {
+				t.Errorf("port %v, none saturated: nothing on %s (%v); want every slow DS blamed", withPort, k, lost)
+			}
+		}
+	}
+}
+
+// TestHotOffPathDoesNotHideSlowDevice: a hot device the node does not
+// read makes its DS no bottleneck of that node, so the slow device the
+// node does read on another DS keeps the blame.
+func TestHotOffPathDoesNotHideSlowDevice(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds0, ds1 := subj(models.SubjectDS, "ds0"), subj(models.SubjectDS, "ds1")
+	hotDev, read0, slowDev := subj(models.SubjectDevice, "ds0/nvme0"), subj(models.SubjectDevice, "ds0/nvme1"), subj(models.SubjectDevice, "ds1/nvme0")
+	for i := range 15 {
+		faulty := i >= 5
+		lat, util := 0.001, 0.9
+		if faulty {
+			lat, util = 0.01, 0.45
+		}
+		in := Input{
+			Health: []Health{
+				{Subject: ds0, Util: 0.5, Latency: 0.001},
+				{Subject: hotDev, Parent: ds0, Util: 0.5, Latency: 0.001, Hot: faulty},
+				{Subject: read0, Parent: ds0, Util: 0.3, Latency: 0.001},
+				{Subject: ds1, Util: 0.5, Latency: 0.001},
+				{Subject: slowDev, Parent: ds1, Util: 0.3, Latency: lat},
+			},
+			Paths: []Path{{Node: "n0", Subject: read0, Share: 0.5}, {Node: "n0", Subject: slowDev, Share: 0.5}},
+		}
+		for g := range 8 {
+			in.GPUs = append(in.GPUs, GPU{ID: fmt.Sprintf("n0/gpu%d", g), Node: "n0", Job: "j0", Util: util})
+		}
+		if err := a.Observe(t0.Add(time.Duration(i)*10*time.Second), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := a.LostByCause()
+	total := 0.0
+	for _, v := range lost {
+		total += v
+	}
+	if total == 0 || lost["device:ds1/nvme0"] < 0.99*total {
+		t.Errorf("lost %v; want all on device:ds1/nvme0, the slow device n0 reads", lost)
+	}
+}
