@@ -96,6 +96,39 @@ type ingestState struct {
 
 var ingestStatePool = sync.Pool{New: func() any { return new(ingestState) }}
 
+// keptIngestStates decode states are kept across garbage collections, as
+// long as their buffers are at most maxKeptIngestBytes: a sync.Pool drops
+// its items at every other collection, and a remote-write state (body,
+// decoded body, rows, labels, the protobuf unmarshaler's slices: ~4 MB for
+// 10,000 series) then grows back from nothing, allocating what brings the
+// next collection closer. Beyond those few, states go to the sync.Pool.
+var ingestStates = make(chan *ingestState, keptIngestStates)
+
+const (
+	keptIngestStates   = 2
+	maxKeptIngestBytes = 2 << 20
+)
+
+func getIngestState() *ingestState {
+	select {
+	case st := <-ingestStates:
+		return st
+	default:
+		return ingestStatePool.Get().(*ingestState)
+	}
+}
+
+func putIngestState(st *ingestState) {
+	if cap(st.body)+cap(st.dec) <= maxKeptIngestBytes {
+		select {
+		case ingestStates <- st:
+			return
+		default:
+		}
+	}
+	ingestStatePool.Put(st)
+}
+
 func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	format := "prometheus_text"
 	if r.URL.Path == PathRemoteWrite {
@@ -106,8 +139,8 @@ func (h *IngestHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, r, format, "method", http.StatusMethodNotAllowed, fmt.Errorf("method %s is not allowed; use POST", r.Method))
 		return
 	}
-	st := ingestStatePool.Get().(*ingestState)
-	defer ingestStatePool.Put(st)
+	st := getIngestState()
+	defer putIngestState(st)
 	st.batch.Reset()
 
 	extra, err := parseExtraLabels(r)

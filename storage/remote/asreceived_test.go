@@ -39,20 +39,27 @@ func TestRemoteWriteForwardedAsReceived(t *testing.T) {
 	var mu sync.Mutex
 	var sent [][]byte
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// sent records the write bodies vminsert acknowledged.
 	tap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/api/v1/write") {
-			// Read the body before proxying (docs/notes.md, trap 3).
-			b, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			mu.Lock()
-			sent = append(sent, b)
-			mu.Unlock()
-			r.Body = io.NopCloser(bytes.NewReader(b))
+		if !strings.HasSuffix(r.URL.Path, "/api/v1/write") {
+			proxy.ServeHTTP(w, r)
+			return
 		}
-		proxy.ServeHTTP(w, r)
+		// Read the body before proxying (docs/notes.md, trap 3).
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		// Recorded before the answer goes back to the store.
+		proxy.ServeHTTP(&onStatus{ResponseWriter: w, f: func(code int) {
+			if code/100 == 2 {
+				mu.Lock()
+				sent = append(sent, b)
+				mu.Unlock()
+			}
+		}}, r)
 	}))
 	defer tap.Close()
 	const block = 1000
@@ -105,12 +112,18 @@ func TestRemoteWriteForwardedAsReceived(t *testing.T) {
 		return data[0]
 	}
 
-	// A whole valid block: forwarded as received.
+	// A whole valid block, nothing queued: forwarded as received from the
+	// request itself, so it is at the remote when the answer comes.
 	big := series("asreceived_big", block, nil)
 	bigBody := snappy.Encode(nil, big.MarshalProtobuf(nil))
 	if code, msg := post(bigBody); code != http.StatusNoContent {
 		t.Fatalf("valid body: HTTP %d %s; want 204", code, msg)
 	}
+	mu.Lock()
+	if len(sent) != 1 {
+		t.Errorf("valid body: %d bodies at the remote when the answer came; want it sent before", len(sent))
+	}
+	mu.Unlock()
 	if got := next(); !bytes.Equal(got, bigBody) {
 		t.Errorf("valid body of %d samples: the store sent %d bytes that differ from the %d received; want them as received", block, len(got), len(bigBody))
 	}
@@ -165,8 +178,24 @@ func TestRemoteWriteForwardedAsReceived(t *testing.T) {
 		}
 	}
 
+	// vminsert down: the valid body is queued on disk as received, then
+	// delivered as received once vminsert is back.
+	c.Insert.Stop(10 * time.Second)
+	down := series("asreceived_down", block, nil)
+	downBody := snappy.Encode(nil, down.MarshalProtobuf(nil))
+	if code, msg := post(downBody); code != http.StatusNoContent {
+		t.Fatalf("valid body, vminsert down: HTTP %d %s; want 204", code, msg)
+	}
+	if _, n, blocks := s.QueueStats(); n != block || blocks != 1 {
+		t.Fatalf("valid body, vminsert down: %d samples in %d blocks queued; want %d in 1", n, blocks, block)
+	}
+	c.RestartInsert(t)
+	if got := next(); !bytes.Equal(got, downBody) {
+		t.Errorf("valid body queued while vminsert was down: the store sent %d bytes that differ from the %d received; want them as received", len(got), len(downBody))
+	}
+
 	// Everything valid is in the cluster.
-	for metric, want := range map[string]float64{"asreceived_big": block, "asreceived_small": 10, "asreceived_mixed": block - 2} {
+	for metric, want := range map[string]float64{"asreceived_big": block, "asreceived_small": 10, "asreceived_mixed": block - 2, "asreceived_down": block} {
 		rs, err := s.Query(context.Background(), fmt.Sprintf("count(%s)", metric), now)
 		if err != nil {
 			t.Fatal(err)
@@ -175,4 +204,15 @@ func TestRemoteWriteForwardedAsReceived(t *testing.T) {
 			t.Errorf("count(%s) in the cluster: %+v; want %v", metric, rs, want)
 		}
 	}
+}
+
+// onStatus calls f with the status code before writing it.
+type onStatus struct {
+	http.ResponseWriter
+	f func(code int)
+}
+
+func (o *onStatus) WriteHeader(code int) {
+	o.f(code)
+	o.ResponseWriter.WriteHeader(code)
 }

@@ -170,26 +170,31 @@ func (s *Store) write(add func() error) error {
 	return add()
 }
 
-// WriteAsReceived queues a remote-write body whose every sample passed
-// validation unchanged (ingest.Batch.AsReceived) without encoding it again:
-// a body of at least BlockSamples/2 samples becomes a block of its own,
-// exactly the bytes received, queued on disk before WriteAsReceived returns
-// (behind the open block, which is cut first so that order is kept); a
-// smaller one joins the open block as its decoded protobuf (WriteRequests
-// concatenate), saving the re-encoding but not the compression. A body of
-// more than BlockSamples samples is split as WriteBatch splits it.
+// WriteAsReceived takes a remote-write body whose every sample passed
+// validation unchanged (ingest.Batch.AsReceived) without encoding it again.
+// A body of at least BlockSamples/2 samples goes out as its own request,
+// exactly the bytes received: straight to the remote when nothing waits
+// before it (open block and queue empty), else — or when that send fails —
+// as a block of its own, queued on disk behind the open block (cut first,
+// so order is kept). Either way it returns only once the body is at the
+// remote or on disk. A smaller body joins the open block as its decoded
+// protobuf (WriteRequests concatenate), saving the re-encoding but not the
+// compression. A body of more than BlockSamples samples is split as
+// WriteBatch splits it.
 func (s *Store) WriteAsReceived(b *ingest.Batch, body, pb []byte) error {
 	n := b.Len()
 	if n > s.opts.BlockSamples {
 		return s.WriteBatch(b)
 	}
+	direct := false
 	err := s.write(func() error {
 		if 2*n >= s.opts.BlockSamples {
-			s.cutLocked()
-			// The block is the request's own: a failure to queue it is
-			// the request's failure (503, the sender retries), not a
-			// loss of acknowledged samples.
-			return s.pushLocked(n, body)
+			if _, _, blocks := s.q.stats(); blocks == 0 && s.pendingSamples == 0 {
+				direct = true
+				s.writers.Add(1) // Close waits for the send too
+				return nil
+			}
+			return s.queueOwnLocked(n, body)
 		}
 		if s.pendingSamples+n > s.opts.BlockSamples {
 			s.cutLocked()
@@ -201,11 +206,59 @@ func (s *Store) WriteAsReceived(b *ingest.Batch, body, pb []byte) error {
 		}
 		return nil
 	})
+	if err == nil && direct {
+		err = s.sendDirect(n, body)
+	}
 	if err != nil {
 		return err
 	}
 	s.rowsAdded.Add(uint64(n))
 	return nil
+}
+
+// queueOwnLocked cuts the open block and queues body, n samples, as a block
+// of its own behind it. The block is the request's own: a failure to queue
+// it is the request's failure (503, the client retries), not a loss of
+// acknowledged samples.
+func (s *Store) queueOwnLocked(n int, body []byte) error {
+	s.cutLocked()
+	return s.pushLocked(n, body)
+}
+
+// directTimeout bounds a send straight from a request; a slower remote gets
+// the body through the queue instead.
+const directTimeout = 5 * time.Second
+
+// sendDirect sends body, n samples that nothing queued precedes, to the
+// remote from the request that brought it: it costs neither a disk write
+// nor a read. A refusal for good counts and logs the samples as dropped,
+// as the sender does with a refused block; any other failure queues the
+// body on disk instead (a send that timed out yet reached the remote is
+// then sent twice, which receivers de-duplicate). It ends the s.writers
+// entry WriteAsReceived made.
+func (s *Store) sendDirect(n int, body []byte) error {
+	defer s.writers.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), min(directTimeout, s.opts.Timeout))
+	permanent, err := s.send(ctx, body)
+	cancel()
+	switch {
+	case err == nil:
+		s.m.queued.Add(n)
+		s.m.sent.Add(n)
+		s.m.lastSuccess.Store(time.Now().Unix())
+		return nil
+	case permanent:
+		s.m.queued.Add(n)
+		s.m.dropped("rejected").Add(n)
+		s.opts.Logger.Warn("remote refused a block; its samples are dropped", "samples", n, "err", err)
+		return nil
+	}
+	s.m.sendErrors.Inc()
+	// Even if Close began meanwhile, the queue is still open: Close waits
+	// for this send (s.writers) before it closes the queue.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueOwnLocked(n, body)
 }
 
 // cutLocked compresses the open block and queues it on disk. It is called
