@@ -100,6 +100,8 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"eval", "all", "--out", "x", "--durations", "mixed:1h"}, `--durations entry "mixed:1h"`},
 		{[]string{"eval", "all", "--out", "x", "--seeds", "0"}, "--seeds 0"},
 		{[]string{"eval", "--scenario", "baseline", "--out", "x", "--method", "magic"}, `remediation method "magic"`},
+		{[]string{"eval", "readahead", "--out", "x", "--seeds", "0"}, "--seeds 0"},
+		{[]string{"eval", "readahead", "--out", "x", "--duration", "5m"}, "--duration 5m0s is too short"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &cmdEnv{stdout: &stdout, stderr: &stderr})

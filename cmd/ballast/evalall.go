@@ -31,8 +31,8 @@ subprocess of this binary (the embedded store is one per process), at most
 kind the mean ± standard deviation over seeds of precision, recall and
 detection delay, checkpoint forecast errors, workload label accuracy and GPU
 starvation attribution, the targets of issue 5 and where they are missed.
-The sections of "ballast eval drives" and "ballast eval capacity" are
-appended when this binary has those commands.`
+The sections of "ballast eval drives", "ballast eval capacity" and
+"ballast eval readahead" are appended when this binary has those commands.`
 
 func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "eval all", fmt.Sprintf(evalAllUsage, strings.Join(twin.ScenarioNames(), ", ")))
@@ -526,10 +526,10 @@ func orDash(s string) string {
 }
 
 // appendSections runs the other evaluations this binary has (drives,
-// capacity) and appends their markdown.
+// capacity, readahead) and appends their markdown.
 func appendSections(ctx context.Context, w *bytes.Buffer, exe, dir string, env *cmdEnv) {
 	help, _ := exec.CommandContext(ctx, exe, "--help").CombinedOutput()
-	for _, name := range []string{"drives", "capacity"} {
+	for _, name := range []string{"drives", "capacity", "readahead"} {
 		if !strings.Contains(string(help), "eval "+name) {
 			fmt.Fprintf(w, "\n## %s\n\n`ballast eval %s` is not in this binary; section skipped.\n", name, name)
 			continue
