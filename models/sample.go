@@ -142,6 +142,18 @@ func (s *Sample) Validate() error {
 	return nil
 }
 
+// ValidateLabelValue checks the value of l: its length and UTF-8. It is
+// the part of ValidateLabels that looks at values.
+func ValidateLabelValue(l Label) error {
+	if len(l.Value) > MaxLabelValueBytes {
+		return fmt.Errorf("value of label %q is %d bytes long; the limit is %d", l.Name, len(l.Value), MaxLabelValueBytes)
+	}
+	if !utf8.ValidString(l.Value) {
+		return fmt.Errorf("value of label %q is not valid UTF-8", l.Name)
+	}
+	return nil
+}
+
 // ValidateLabels checks label names, uniqueness, count and value limits.
 func ValidateLabels(ls []Label) error {
 	if len(ls) > MaxLabelsPerSeries {
@@ -157,11 +169,8 @@ func ValidateLabels(ls []Label) error {
 		if l.Name == "__name__" {
 			return fmt.Errorf("label __name__ is not allowed next to a metric name")
 		}
-		if len(l.Value) > MaxLabelValueBytes {
-			return fmt.Errorf("value of label %q is %d bytes long; the limit is %d", l.Name, len(l.Value), MaxLabelValueBytes)
-		}
-		if !utf8.ValidString(l.Value) {
-			return fmt.Errorf("value of label %q is not valid UTF-8", l.Name)
+		if err := ValidateLabelValue(l); err != nil {
+			return err
 		}
 		for _, p := range ls[:i] {
 			if p.Name == l.Name {

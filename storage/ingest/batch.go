@@ -66,6 +66,7 @@ type Batch struct {
 	psmp    []prompb.Sample
 	pts     []prompb.TimeSeries
 
+	passed     []models.Label                  // the last label set validateLabels passed
 	wru        *prompb.WriteRequestUnmarshaler // ParseRemoteWrite's, kept for its buffers
 	asReceived bool                            // see AsReceived
 }
@@ -85,6 +86,8 @@ func (b *Batch) Reset() {
 	clear(b.labels)
 	b.labels = b.labels[:0]
 	b.extra = nil
+	clear(b.passed)
+	b.passed = b.passed[:0]
 	b.asReceived = false
 }
 
@@ -256,7 +259,7 @@ func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v
 		}
 		b.scratch = all
 	}
-	if err := models.ValidateLabels(all); err != nil {
+	if err := b.validateLabels(all); err != nil {
 		b.labels = b.labels[:start]
 		return &RejectError{Reason: ReasonLabels, Err: err}
 	}
@@ -277,6 +280,34 @@ func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v
 		return nil
 	}
 	b.rows = append(b.rows, row{name: name, lstart: int32(start), lend: int32(len(b.labels)), ts: ts, v: v})
+	return nil
+}
+
+// validateLabels is models.ValidateLabels (same result, same error) that
+// skips what the last label set it passed settles: when ls has the same
+// names in the same order, count, names and uniqueness hold already, and
+// only the values that differ are checked. Consecutive series of a body
+// mostly share names and most values (job, instance, …).
+func (b *Batch) validateLabels(ls []models.Label) error {
+	same := len(ls) == len(b.passed)
+	for j := 0; same && j < len(ls); j++ {
+		same = ls[j].Name == b.passed[j].Name
+	}
+	if !same {
+		if err := models.ValidateLabels(ls); err != nil {
+			return err
+		}
+	} else {
+		for j := range ls {
+			if ls[j].Value != b.passed[j].Value {
+				if err := models.ValidateLabelValue(ls[j]); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	// A copy of the headers: ls may be scratch space the next row reuses.
+	b.passed = append(b.passed[:0], ls...)
 	return nil
 }
 

@@ -119,6 +119,11 @@ func onlySeries(pb []byte) bool {
 // lengthDelimited splits b, which starts with a varint length, into the
 // field's data and what follows it.
 func lengthDelimited(b []byte) (data, rest []byte, ok bool) {
+	if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+		// One length byte: labels and samples nearly always.
+		n := int(b[0])
+		return b[1 : 1+n], b[1+n:], true
+	}
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
 		return nil, nil, false

@@ -95,3 +95,38 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestValidateLabelsSkipsOnlyWhatPassed: the batch's label check, which
+// skips what the previous set settled, gives models.ValidateLabels' answer
+// for every set of a sequence that changes values, names and order.
+func TestValidateLabelsSkipsOnlyWhatPassed(t *testing.T) {
+	l := func(kv ...string) []models.Label {
+		var ls []models.Label
+		for i := 0; i+1 < len(kv); i += 2 {
+			ls = append(ls, models.Label{Name: kv[i], Value: kv[i+1]})
+		}
+		return ls
+	}
+	long := string(make([]byte, models.MaxLabelValueBytes+1))
+	seq := [][]models.Label{
+		l("job", "a", "instance", "x"),
+		l("job", "a", "instance", "y"),
+		l("job", "a", "instance", "\xff"), // bad value after a set that passed
+		l("job", "a", "instance", "z"),
+		l("job", long, "instance", "z"), // too long
+		l("job", "a", "job", "b"),       // duplicate: names differ from the last set passed
+		l("job", "a", "instance", "z"),
+		l("instance", "z", "job", "a"),      // same names, other order
+		l("instance", "z", "bad-name", "a"), // bad name
+		l("instance", "z", "job", "a", "x", "1"),
+		l("instance", "z", "job", "a", "x", "\xc3"),
+	}
+	var b Batch
+	for i, ls := range seq {
+		want := models.ValidateLabels(ls)
+		got := b.validateLabels(ls)
+		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
+			t.Errorf("set %d %v: got %v; want %v", i, ls, got, want)
+		}
+	}
+}
