@@ -153,8 +153,13 @@ type Engine struct {
 	tookOver uint64
 	// raReports holds each GPU node agent's last read-ahead report.
 	raReports map[string]raReport
-	// raBurst is each client node's last checkpoint burst seen.
-	raBurst map[string]time.Time
+	// raBurst is each client node's last checkpoint burst seen;
+	// raBlamed the last storage subject blamed for starvation.
+	raBurst  map[string]time.Time
+	raBlamed struct {
+		at      time.Time
+		subject string
+	}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -388,6 +393,17 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 			}
 			if last.After(e.raBurst[f.Subject.ID]) {
 				e.raBurst[f.Subject.ID] = last
+			}
+		}
+		if f.Kind == findingStarvation && f.Subject.Kind != models.SubjectClient && f.Subject.Kind != models.SubjectJob {
+			// and raises no mount for a window after storage was blamed
+			// for starvation (the GPUs catch up once it is fixed)
+			last := f.LastSeen
+			if !f.End.IsZero() && f.End.After(last) {
+				last = f.End
+			}
+			if last.After(e.raBlamed.at) {
+				e.raBlamed.at, e.raBlamed.subject = last, f.Subject.String()
 			}
 		}
 		if f.Active() {

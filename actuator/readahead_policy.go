@@ -243,6 +243,13 @@ func (e *Engine) planReadAheadPolicy(ctx context.Context, now time.Time, mode mo
 		pinned[raKey(pin.Node, filepath.Clean(pin.MountPoint))] = true
 	}
 	class, starved, blamed := e.raFindings()
+	if blamed == "" {
+		e.mu.Lock()
+		if b := e.raBlamed; !b.at.IsZero() && !now.Before(b.at) && now.Sub(b.at) <= time.Duration(e.cfg.Verify.Window) {
+			blamed = b.subject + ", within the window"
+		}
+		e.mu.Unlock()
+	}
 	dsUtil, hasDS := e.raMeasure(ctx, fmt.Sprintf(`max(rate(%s{role="ds"}[%s]))`, models.MetricDiskIOTime, e.raWindow()), now)
 	var errs []error
 	for _, r := range reps {

@@ -124,3 +124,57 @@ func TestReadAheadPolicyClosedLoop(t *testing.T) {
 		t.Errorf("the mount is at %d KiB, want 256 (the change that helped kept, the other rolled back)", cur)
 	}
 }
+
+// TestReadAheadPolicyHoldsAfterStorageBlame: a starved training mount is
+// not raised while a starvation finding blames a storage subject, nor for
+// a verify window after it ended (the GPUs catch up on their own), and is
+// raised after that.
+func TestReadAheadPolicyHoldsAfterStorageBlame(t *testing.T) {
+	r := newRig(t, cluster4(), testConfig(models.ModeAuto), "")
+	r.measure = func(expr string, _ time.Time) (float64, bool) {
+		switch {
+		case strings.Contains(expr, models.MetricGPUUtilization):
+			return 0.6, true
+		case strings.Contains(expr, models.MetricNFSClientWriteBytes):
+			return 0, true
+		case strings.Contains(expr, "read_bytes"):
+			return 1e9, true
+		}
+		return 0, false
+	}
+	profile := models.Finding{ID: "workload_profile:client:gpu01:1", Kind: findingProfile, Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu01"},
+		Severity: models.SeverityInfo, Start: t0, LastSeen: t0, Summary: "client gpu01 runs workload class training-read"}
+	blame := models.Finding{ID: "gpu_starvation:device:d1:1", Kind: findingStarvation, Subject: models.Subject{Kind: models.SubjectDevice, ID: "d1"},
+		Severity: models.SeverityWarning, Start: t0, LastSeen: t0}
+	raised := func() bool {
+		return len(r.e.List(func(a *models.Action) bool { return a.Kind == models.ActionSetReadAhead })) > 0
+	}
+	step := func(fs ...models.Finding) {
+		rep := models.ReadAheadReport{Node: "gpu01", Bounds: models.ReadAheadBounds{MinKB: 64, MaxKB: 16384, MaxStepKB: 8192},
+			Mounts: []models.ReadAheadMount{{MountPoint: "/mnt/train", BDI: "0:52", FSType: "nfs4", CurrentKB: 128, OriginalKB: 128}}}
+		if _, err := r.e.SyncReadAhead(rep, r.now); err != nil {
+			t.Fatal(err)
+		}
+		profile.LastSeen = r.now
+		r.tick(append(fs, profile)...)
+	}
+	for range 6 { // a minute with the device blamed
+		blame.LastSeen = r.now
+		step(blame)
+	}
+	if raised() {
+		t.Fatal("raised while storage was blamed for the starvation")
+	}
+	blame.End = r.now
+	step(blame)
+	step() // within the 30 s verify window after the blame ended
+	if raised() {
+		t.Fatal("raised within the verify window after storage was blamed")
+	}
+	for range 6 {
+		step()
+	}
+	if !raised() {
+		t.Fatal("not raised once storage was no longer blamed")
+	}
+}
