@@ -45,15 +45,8 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	case *out == "":
-		return fmt.Errorf("%w: --out is required", errUsage)
-	case *seeds < 1:
-		return fmt.Errorf("%w: --seeds %d must be at least 1", errUsage, *seeds)
-	case *jobs < 1:
-		return fmt.Errorf("%w: --jobs %d must be at least 1", errUsage, *jobs)
+	if err := checkSeedsFlags(fs.Args(), *out, *seeds, *jobs); err != nil {
+		return err
 	}
 	names := twin.ScenarioNames()
 	if *only != "" {
@@ -74,18 +67,10 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	type run struct {
-		scenario string
-		seed     int
-		method   string // "" the detection run (ballast acting)
-		dir      string
-		err      error
-		rep      map[string]any
-	}
-	var runs []*run
+	var runs []*evalRun
 	for _, n := range names {
 		for s := 1; s <= *seeds; s++ {
-			runs = append(runs, &run{scenario: n, seed: s, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d", n, s))})
+			runs = append(runs, &evalRun{scenario: n, seed: s, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d", n, s))})
 		}
 	}
 	// the remediation baselines, on the scenarios with something to fix
@@ -98,44 +83,17 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 				continue
 			}
 			for s := 1; s <= *seeds; s++ {
-				runs = append(runs, &run{scenario: n, seed: s, method: m, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d-%s", n, s, m))})
+				runs = append(runs, &evalRun{scenario: n, seed: s, method: m, dir: filepath.Join(dir, fmt.Sprintf("%s-seed%d-%s", n, s, m))})
 			}
 		}
 	}
-	start := time.Now()
-	sem := make(chan struct{}, *jobs)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
 	for _, r := range runs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			a := []string{"eval", "--scenario", r.scenario, "--seed", strconv.Itoa(r.seed), "--out", r.dir, "--quiet"}
-			if r.method != "" {
-				a = append(a, "--method", r.method)
-			}
-			if d, ok := durations[r.scenario]; ok {
-				a = append(a, "--duration", d.String())
-			}
-			cmd := exec.CommandContext(ctx, exe, a...)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				r.err = fmt.Errorf("cannot evaluate %s seed %d %s: %w: %s", r.scenario, r.seed, r.method, err, lastLines(stderr.String(), 5))
-			} else {
-				if r.rep, r.err = readEvalJSON(filepath.Join(r.dir, "eval.json")); r.err == nil {
-					// the wall-clock speed-up lives in summary.json
-					r.rep["speed_up"] = runSpeedUp(r.dir)
-				}
-			}
-			mu.Lock()
-			done++
-			fmt.Fprintf(env.stderr, "[%d/%d] %s seed %d %s done after %s\n", done, len(runs), r.scenario, r.seed, r.method, time.Since(start).Round(time.Second))
-			mu.Unlock()
-		})
+		if d, ok := durations[r.scenario]; ok {
+			r.extra = []string{"--duration", d.String()}
+		}
 	}
-	wg.Wait()
+	start := time.Now()
+	runEvals(ctx, env, exe, *jobs, runs)
 	reps := map[string][]map[string]any{}
 	remedy := map[string][]map[string]any{} // scenario|method
 	var errs []string
@@ -170,6 +128,70 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("%d of %d scenario runs failed (listed in %s)", len(errs), len(runs), *out)
 	}
 	return nil
+}
+
+// checkSeedsFlags checks what eval all and eval readahead share: no
+// arguments, an --out, at least one seed and one job.
+func checkSeedsFlags(args []string, out string, seeds, jobs int) error {
+	switch {
+	case len(args) > 0:
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, args)
+	case out == "":
+		return fmt.Errorf("%w: --out is required", errUsage)
+	case seeds < 1:
+		return fmt.Errorf("%w: --seeds %d must be at least 1", errUsage, seeds)
+	case jobs < 1:
+		return fmt.Errorf("%w: --jobs %d must be at least 1", errUsage, jobs)
+	}
+	return nil
+}
+
+// evalRun is one `ballast eval` subprocess of eval all or eval readahead.
+type evalRun struct {
+	scenario string
+	seed     int
+	method   string   // "" the detection run (ballast acting)
+	dir      string   // its --out
+	extra    []string // more flags (--duration, --start)
+	err      error
+	rep      map[string]any
+}
+
+// runEvals runs every run as a subprocess of exe (the embedded store is
+// one per process), at most jobs at a time, reads its eval.json (with the
+// wall-clock speed-up of its summary.json) and reports progress.
+func runEvals(ctx context.Context, env *cmdEnv, exe string, jobs int, runs []*evalRun) {
+	start := time.Now()
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
+	for _, r := range runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a := []string{"eval", "--scenario", r.scenario, "--seed", strconv.Itoa(r.seed), "--out", r.dir, "--quiet"}
+			if r.method != "" {
+				a = append(a, "--method", r.method)
+			}
+			cmd := exec.CommandContext(ctx, exe, append(a, r.extra...)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				r.err = fmt.Errorf("cannot evaluate %s seed %d %s: %w: %s", r.scenario, r.seed, r.method, err, lastLines(stderr.String(), 5))
+			} else {
+				if r.rep, r.err = readEvalJSON(filepath.Join(r.dir, "eval.json")); r.err == nil {
+					// the wall-clock speed-up lives in summary.json
+					r.rep["speed_up"] = runSpeedUp(r.dir)
+				}
+			}
+			mu.Lock()
+			done++
+			fmt.Fprintf(env.stderr, "[%d/%d] %s seed %d %s done after %s\n", done, len(runs), r.scenario, r.seed, r.method, time.Since(start).Round(time.Second))
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 }
 
 // defaultEvalDurations shortens the shipped scenarios (2 h each,
