@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/actuator"
+	"github.com/ballast-io/ballast/internal/testkit"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/sim/twin"
 	"github.com/ballast-io/ballast/storage"
@@ -41,6 +42,9 @@ func runReadAhead(t *testing.T, method string, dur time.Duration) *Demo {
 // inference mount's within 6 simulated minutes, the raise verified
 // effective.
 func TestReadAheadLoopRaisesTheStarvedMount(t *testing.T) {
+	if !testkit.OwnProcess(t) { // TestHotShardDemo opens this process's store
+		return
+	}
 	d := runReadAhead(t, MethodBallast, 6*time.Minute)
 	train, _, err := d.Twin().ReadAheadKB("gpu00")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,36 +15,10 @@ import (
 	"github.com/ballast-io/ballast/cluster"
 	"github.com/ballast-io/ballast/cluster/agent/readahead"
 	"github.com/ballast-io/ballast/cluster/node"
+	"github.com/ballast-io/ballast/internal/testkit"
 	"github.com/ballast-io/ballast/internal/units"
 	"github.com/ballast-io/ballast/models"
 )
-
-// ownProcess runs the calling test in a child process (the embedded store
-// can be opened once per process, and every test here starts an mds) and
-// reports whether the caller is that child, which goes on with the test.
-func ownProcess(t *testing.T) bool {
-	t.Helper()
-	const env = "BALLAST_READAHEAD_TEST"
-	if os.Getenv(env) == t.Name() {
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v", "-test.timeout=5m")
-	cmd.Env = append(os.Environ(), env+"="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s (in its own process): %v\n%s", t.Name(), err, out)
-	}
-	if i := strings.Index(string(out), "--- SKIP"); i >= 0 {
-		t.Skip(strings.TrimSpace(string(out[i:])))
-	}
-	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("%s (in its own process) did not pass:\n%s", t.Name(), out)
-	}
-	if testing.Verbose() {
-		t.Log(string(out))
-	}
-	return false
-}
 
 // testMDS is a real mds (cluster.NewMDS) on 127.0.0.1 whose pipeline the
 // test ticks.
@@ -209,7 +182,7 @@ func sync1(t *testing.T, a *readahead.Agent) {
 // written, the action fails naming the bounds); the original is restored
 // when the mds is lost for longer than the lease, and on shutdown.
 func TestAgentAppliesWithinBoundsAndRestores(t *testing.T) {
-	if !ownProcess(t) {
+	if !testkit.OwnProcess(t) {
 		return
 	}
 	ft := newFakeTree(t)
@@ -296,7 +269,7 @@ func TestAgentAppliesWithinBoundsAndRestores(t *testing.T) {
 // successor restores the value the first one found (from the state file),
 // not the value it finds, on shutdown.
 func TestAgentShutdownRestoresAndCrashKeepsOriginal(t *testing.T) {
-	if !ownProcess(t) {
+	if !testkit.OwnProcess(t) {
 		return
 	}
 	ft := newFakeTree(t)
@@ -330,7 +303,7 @@ func TestAgentShutdownRestoresAndCrashKeepsOriginal(t *testing.T) {
 // publishes the proposal as a dry-run target and the agent changes no
 // file under its sysfs root (compared byte for byte) and writes no state.
 func TestAgentDryRunWritesNothing(t *testing.T) {
-	if !ownProcess(t) {
+	if !testkit.OwnProcess(t) {
 		return
 	}
 	ft := newFakeTree(t)
@@ -371,7 +344,7 @@ func TestAgentDryRunWritesNothing(t *testing.T) {
 // TestAgentNeedsActScope: the sync endpoint refuses a token without the
 // act scope, which the agent counts as no contact with the mds.
 func TestAgentNeedsActScope(t *testing.T) {
-	if !ownProcess(t) {
+	if !testkit.OwnProcess(t) {
 		return
 	}
 	ft := newFakeTree(t)

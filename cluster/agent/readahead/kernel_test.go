@@ -16,6 +16,7 @@ import (
 	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/cluster"
 	"github.com/ballast-io/ballast/cluster/node"
+	"github.com/ballast-io/ballast/internal/testkit"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -131,7 +132,7 @@ func newLoopFS(t testing.TB, size int64) *loopFS {
 // is written; the original is written back at cleanup even on failure.
 func TestRealKernelReadAhead(t *testing.T) {
 	needLoopFS(t)
-	if !ownProcess(t) {
+	if !testkit.OwnProcess(t) {
 		return
 	}
 	l := newLoopFS(t, 64<<20)
