@@ -41,7 +41,7 @@ test: test-deps
 # cluster/ha. Installed when missing and we may (root); otherwise the tests
 # that need them skip and say why. The VictoriaMetrics cluster binaries are
 # not packaged: tests take them from ../shared/tools/victoriametrics-cluster.
-TEST_DEPS := chromium:chromium prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager vmalert:victoria-metrics victoria-metrics:victoria-metrics etcd:etcd-server
+TEST_DEPS := chromium:chromium prometheus:prometheus promtool:prometheus prometheus-alertmanager:prometheus-alertmanager vmalert:victoria-metrics victoria-metrics:victoria-metrics etcd:etcd-server mkfs.ext4:e2fsprogs losetup:mount
 
 test-deps:
 	@missing=""; for d in $(TEST_DEPS); do command -v "$${d%%:*}" >/dev/null 2>&1 || case " $$missing " in *" $${d#*:} "*) ;; *) missing="$$missing $${d#*:}";; esac; done; \
