@@ -25,13 +25,15 @@
 //
 // Findings are for people. An episode of blame on one cause (idle GPUs
 // blamed on it, closed after ExitAfter without) gets its own finding once
-// it has cost MinEpisodeGPUSeconds; it is critical while the cause has cost
+// the GPUs it starved have lost MinEpisodeGPUSeconds in it (their whole
+// loss, also the part shared with other causes blamed beside it: a read
+// striped over eight saturated DSs waits for all of them); it is critical while the cause has cost
 // at least CriticalShare of the GPU time of all GPUs seen (a moving average
 // over CriticalAfter) and has lasted CriticalAfter, else a warning. Shorter
 // episodes, and checkpoint pauses (the job's own synchronous checkpoint,
 // not a fault), are folded into one "recurring" finding per cause with
 // their count and GPU-hours, severity info, for as long as they recur
-// within RecurWindow; it is published once they together cost
+// within RecurWindow; it is published once their GPUs together lost
 // MinEpisodeGPUSeconds. Episodes returns every episode on its own, for
 // scoring.
 package starvation
@@ -111,9 +113,10 @@ type Options struct {
 	// CriticalAfter, for severity critical [0.1, 2m].
 	CriticalShare float64
 	CriticalAfter time.Duration
-	// MinEpisodeGPUSeconds is what an episode must cost to get a finding
-	// of its own; shorter ones are folded into their cause's recurring
-	// finding [60].
+	// MinEpisodeGPUSeconds is what the GPUs an episode starved must lose
+	// in it (their whole loss, shared with other causes or not) for a
+	// finding of its own; shorter ones are folded into their cause's
+	// recurring finding [60].
 	MinEpisodeGPUSeconds float64
 	// RecurWindow is how close short episodes of one cause must follow
 	// each other to share a recurring finding [1h].
@@ -184,14 +187,18 @@ func (s state) String() string {
 type blame struct {
 	subject models.Subject
 	cause   string
-	seconds float64         // GPU-seconds lost in this episode
-	stamp   time.Time       // tick of gpus and nodes
-	gpus    map[string]bool // starved at the last tick blamed
-	nodes   map[string]bool
-	total   int              // GPUs seen at that tick
-	within  []models.Subject // the blamed subject's ancestors, nearest first
-	pause   bool             // a checkpoint pause
-	shown   time.Time        // when it first got a finding of its own; zero: not yet
+	seconds float64 // GPU-seconds lost in this episode, its share
+	// whole is what the GPUs it starved lost in this episode, shared or
+	// not: a read striped over eight saturated DSs costs its GPUs a
+	// GPU-minute however the loss is split between them.
+	whole  float64
+	stamp  time.Time       // tick of gpus and nodes
+	gpus   map[string]bool // starved at the last tick blamed
+	nodes  map[string]bool
+	total  int              // GPUs seen at that tick
+	within []models.Subject // the blamed subject's ancestors, nearest first
+	pause  bool             // a checkpoint pause
+	shown  time.Time        // when it first got a finding of its own; zero: not yet
 	// reopened is when an episode without a finding of its own made its
 	// cause's published recurring finding active again (zero: it did not);
 	// the operator sees it there from then on.
@@ -221,7 +228,8 @@ type recurring struct {
 	end         time.Time // last episode's end
 	episodes    int
 	seconds     float64
-	gpus, nodes int // most at once in one episode's last tick
+	whole       float64 // the starved GPUs' whole loss, as blame.whole
+	gpus, nodes int     // most at once in one episode's last tick
 	within      []models.Subject
 	changed     bool
 	published   bool
@@ -671,7 +679,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		}
 		lost := drop * dt
 		if ckpt[g.Job] && g.Job != "" {
-			a.charge(now, culprit{subject: models.Subject{Kind: models.SubjectJob, ID: g.Job}, reason: "checkpoint pause", weight: 1}, g, lost)
+			a.charge(now, culprit{subject: models.Subject{Kind: models.SubjectJob, ID: g.Job}, reason: "checkpoint pause", weight: 1}, g, lost, lost)
 			continue
 		}
 		cs, done := culprits[g.Node]
@@ -685,7 +693,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			continue
 		}
 		for _, c := range cs {
-			a.charge(now, c, g, lost*c.weight)
+			a.charge(now, c, g, lost*c.weight, lost)
 		}
 	}
 	w := 0.0
@@ -699,7 +707,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if e := a.tracker.Get(key); e != nil && now.Sub(e.Onset) >= a.opts.CriticalAfter {
 			b.peak = max(b.peak, b.rate)
 		}
-		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && b.seconds >= a.opts.MinEpisodeGPUSeconds {
+		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && b.whole >= a.opts.MinEpisodeGPUSeconds {
 			b.shown = now
 		}
 		if b.shown.IsZero() && b.reopened.IsZero() && b.stamp.Equal(now) {
@@ -749,9 +757,10 @@ func (a *Analyzer) fold(now time.Time, e *episode.Episode, b *blame, ep Episode)
 	r.last, r.end = e.LastTrue, e.End
 	r.episodes++
 	r.seconds += b.seconds
+	r.whole += b.whole
 	r.gpus, r.nodes = max(r.gpus, len(b.gpus)), max(r.nodes, len(b.nodes))
 	r.pending = append(r.pending, ep)
-	if r.seconds >= a.opts.MinEpisodeGPUSeconds {
+	if r.whole >= a.opts.MinEpisodeGPUSeconds {
 		r.changed, r.published = true, true
 		for _, p := range r.pending {
 			if p.Reported.IsZero() {
@@ -808,8 +817,9 @@ func (a *Analyzer) rememberPaths(dt float64, paths []Path, t *topo) map[string][
 	return out
 }
 
-// charge books lost GPU-seconds of g on culprit c.
-func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost float64) {
+// charge books lost GPU-seconds of g on culprit c: lost is c's share of
+// whole, what g lost at this tick.
+func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost, whole float64) {
 	key := c.subject.String()
 	if c.reason == "checkpoint pause" {
 		a.lost["checkpoint:"+c.subject.ID] += lost
@@ -830,6 +840,7 @@ func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost float64) {
 	b.cause = c.reason
 	b.within = c.within
 	b.seconds += lost
+	b.whole += whole
 	b.tick += lost
 	b.gpus[g.ID] = true
 	b.nodes[g.Node] = true

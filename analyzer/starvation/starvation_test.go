@@ -482,3 +482,63 @@ func TestHotOffPathDoesNotHideSlowDevice(t *testing.T) {
 		t.Errorf("lost %v; want all on device:ds1/nvme0, the slow device n0 reads", lost)
 	}
 }
+
+// TestSharedLossCostsAGPUMinute: a checkpoint-like burst saturates all
+// eight DSs a node reads evenly, so each DS's share of the GPUs' loss is
+// an eighth. The GPUs lose a GPU-minute at the first tick (8 GPUs × 0.8 ×
+// 10 s = 64 GPU-s), so every DS gets a finding of its own then, not once
+// its own eighth reaches a GPU-minute (eight ticks later).
+func TestSharedLossCostsAGPUMinute(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dss []models.Subject
+	for d := range 8 {
+		dss = append(dss, subj(models.SubjectDS, fmt.Sprintf("ds%d", d)))
+	}
+	var own map[string]models.Finding
+	for i := range 3 {
+		burst := i >= 1
+		in := Input{}
+		for _, ds := range dss {
+			u := 0.5
+			if burst {
+				u = 0.97
+			}
+			dev := subj(models.SubjectDevice, ds.ID+"/nvme0")
+			in.Health = append(in.Health, Health{Subject: ds, Util: u, Latency: 0.001}, Health{Subject: dev, Parent: ds, Util: 0.3, Latency: 0.001})
+			in.Paths = append(in.Paths, Path{Node: "n0", Subject: dev, Share: 1.0 / 8})
+		}
+		util := 0.9
+		if burst {
+			util = 0.1
+		}
+		for g := range 8 {
+			in.GPUs = append(in.GPUs, GPU{ID: fmt.Sprintf("n0/gpu%d", g), Node: "n0", Job: "j0", Util: util})
+		}
+		now := t0.Add(time.Duration(i) * 10 * time.Second)
+		if err := a.Observe(now, in); err != nil {
+			t.Fatal(err)
+		}
+		own = map[string]models.Finding{}
+		for _, f := range a.Findings(now) {
+			if !strings.HasSuffix(f.ID, ":recurring") {
+				own[f.Subject.ID] = f
+			}
+		}
+		if i == 1 && len(own) != len(dss) {
+			t.Fatalf("findings at the burst's first tick: %v; want one of its own per DS (the GPUs lost 64 GPU-s)", own)
+		}
+	}
+	for _, ds := range dss {
+		f, ok := own[ds.ID]
+		if !ok || !f.Active() {
+			t.Fatalf("no active finding on %s: %v", ds, own)
+		}
+		// Its score stays its own share: 2 ticks × 64 GPU-s / 8.
+		if want := math.Round(2*64.0/8/3600*1e4) / 1e4; f.Score != want {
+			t.Errorf("%s score %v; want its share %v GPU-hours", ds, f.Score, want)
+		}
+	}
+}
