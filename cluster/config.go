@@ -34,6 +34,10 @@ type StorageConfig struct {
 	MemoryBytes      int64    `yaml:"memory_bytes"`
 	QueryCache       bool     `yaml:"query_cache"`
 	LatencyOffset    Duration `yaml:"latency_offset"`
+	// Query limits of the embedded store (docs/storage.md#query-limits).
+	MaxConcurrentQueries int      `yaml:"max_concurrent_queries"`
+	QueryTimeout         Duration `yaml:"query_timeout"`
+	MaxMemoryPerQuery    int64    `yaml:"max_memory_per_query"`
 	// Remote is used when Backend is remote.
 	Remote RemoteConfig `yaml:"remote"`
 }
@@ -172,6 +176,7 @@ func DefaultMDSConfig() MDSConfig {
 			MinFreeDiskBytes: 100e6,
 			QueryCache:       true,
 			LatencyOffset:    0,
+			QueryTimeout:     Duration(30 * time.Second),
 			Remote: RemoteConfig{
 				QueueMaxBytes: 1 << 30,
 				BlockSamples:  10000,
@@ -225,6 +230,15 @@ func (c *MDSConfig) Validate() error {
 	}
 	if s.LatencyOffset < 0 {
 		errs = append(errs, fmt.Errorf("storage.latency_offset: %s is negative", s.LatencyOffset))
+	}
+	if s.MaxConcurrentQueries < 0 {
+		errs = append(errs, fmt.Errorf("storage.max_concurrent_queries: %d is negative (0 means the default)", s.MaxConcurrentQueries))
+	}
+	if time.Duration(s.QueryTimeout) < time.Second {
+		errs = append(errs, fmt.Errorf("storage.query_timeout: %s is below the minimum of 1s", s.QueryTimeout))
+	}
+	if s.MaxMemoryPerQuery < 0 {
+		errs = append(errs, fmt.Errorf("storage.max_memory_per_query: %d is negative (0 means only the shared limit)", s.MaxMemoryPerQuery))
 	}
 	if len(c.HA.EtcdEndpoints) > 0 {
 		o := c.HAOptions()

@@ -71,17 +71,20 @@ func openStore(c *MDSConfig, version string, logger *slog.Logger, set *metrics.S
 		latency = -1 // storage.Options: negative means none
 	}
 	st, err := storage.OpenEmbedded(storage.Options{
-		DataDir:           c.DataDir,
-		Retention:         time.Duration(c.Storage.Retention),
-		FlushInterval:     time.Duration(c.Storage.FlushInterval),
-		Durability:        c.Storage.Durability,
-		Logger:            logger,
-		MinFreeDiskBytes:  c.Storage.MinFreeDiskBytes,
-		MemoryBytes:       c.Storage.MemoryBytes,
-		DisableQueryCache: !c.Storage.QueryCache,
-		LatencyOffset:     latency,
-		LogLevel:          vmLogLevel(c.LogLevel),
-		Metrics:           set,
+		DataDir:              c.DataDir,
+		Retention:            time.Duration(c.Storage.Retention),
+		FlushInterval:        time.Duration(c.Storage.FlushInterval),
+		Durability:           c.Storage.Durability,
+		Logger:               logger,
+		MinFreeDiskBytes:     c.Storage.MinFreeDiskBytes,
+		MemoryBytes:          c.Storage.MemoryBytes,
+		DisableQueryCache:    !c.Storage.QueryCache,
+		LatencyOffset:        latency,
+		MaxConcurrentQueries: c.Storage.MaxConcurrentQueries,
+		QueryTimeout:         time.Duration(c.Storage.QueryTimeout),
+		MaxMemoryPerQuery:    c.Storage.MaxMemoryPerQuery,
+		LogLevel:             vmLogLevel(c.LogLevel),
+		Metrics:              set,
 	})
 	if err != nil {
 		return nil, err

@@ -50,8 +50,17 @@ type Options struct {
 	MinFreeDiskBytes int64
 	// MemoryBytes caps VictoriaMetrics' caches. Default: 25 % of RAM.
 	MemoryBytes int64
-	// MaxConcurrentQueries bounds concurrent queries. Default 2 × CPUs, at most 16.
+	// MaxConcurrentQueries bounds concurrent queries of the query API; more
+	// wait up to 10 s for a slot, then get 503. Default 2 × CPUs, at most 16.
 	MaxConcurrentQueries int
+	// QueryTimeout bounds one query (VictoriaMetrics' -search.maxQueryDuration;
+	// a request's timeout= can only shorten it) and is the deadline of
+	// in-process queries whose context has none. Default 30 s.
+	QueryTimeout time.Duration
+	// MaxMemoryPerQuery rejects a query whose rollups need more memory than
+	// this (VictoriaMetrics' -search.maxMemoryPerQuery). 0: only the shared
+	// limit every concurrent query draws from (a share of MemoryBytes).
+	MaxMemoryPerQuery int64
 	// LatencyOffset hides the newest samples from instant queries at "now"
 	// while they may still be incomplete (VictoriaMetrics' -search.latencyOffset).
 	// Default 5 s; negative means 0.
@@ -105,6 +114,9 @@ func (o *Options) withDefaults() Options {
 	if r.MaxConcurrentQueries == 0 {
 		r.MaxConcurrentQueries = min(2*runtime.NumCPU(), 16)
 	}
+	if r.QueryTimeout == 0 {
+		r.QueryTimeout = 30 * time.Second
+	}
 	if r.LatencyOffset == 0 {
 		r.LatencyOffset = 5 * time.Second
 	} else if r.LatencyOffset < 0 {
@@ -140,6 +152,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("storage memory bytes %d is negative", o.MemoryBytes)
 	case o.MaxConcurrentQueries < 0:
 		return fmt.Errorf("max concurrent queries %d is negative", o.MaxConcurrentQueries)
+	case o.QueryTimeout < 0 || o.QueryTimeout != 0 && o.QueryTimeout < time.Second:
+		return fmt.Errorf("storage query timeout %s is below the minimum of 1s", o.QueryTimeout)
+	case o.MaxMemoryPerQuery < 0:
+		return fmt.Errorf("storage max memory per query %d is negative", o.MaxMemoryPerQuery)
 	}
 	switch o.Durability {
 	case "", DurabilityWindow, DurabilityWAL:
@@ -501,6 +517,8 @@ func setVMFlags(o *Options) error {
 		"storage.trackMetricNamesStats": "false",
 		"search.maxStalenessInterval":   "0s",
 		"search.minStalenessInterval":   "0s",
+		"search.maxQueryDuration":       o.QueryTimeout.String(),
+		"search.maxMemoryPerQuery":      strconv.FormatInt(o.MaxMemoryPerQuery, 10),
 	}
 	if o.Durability == DurabilityWAL {
 		// A replayed row may already be on disk: keep one sample per

@@ -11,9 +11,6 @@ import (
 	"github.com/ballast-io/ballast/models"
 )
 
-// defaultQueryTimeout bounds in-process queries whose context has no deadline.
-const defaultQueryTimeout = 30 * time.Second
-
 // Query evaluates expr at one instant with the MetricsQL engine.
 func (e *Embedded) Query(ctx context.Context, expr string, at time.Time) ([]Series, error) {
 	ms := at.UnixMilli()
@@ -37,7 +34,7 @@ func (e *Embedded) exec(ctx context.Context, expr string, start, end, step int64
 	if e.closed {
 		return nil, ErrClosed
 	}
-	timeout := defaultQueryTimeout
+	timeout := e.opts.QueryTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {

@@ -65,6 +65,14 @@ func TestIssue10Defects(t *testing.T) {
 		{"remote write errors stay short", remoteWriteErrorBounded},
 		// Before: 848 MB RSS for a 52 KB body.
 		{"extra_label amplification bounded", extraLabelBounded},
+		// Before (as the issue measured it; this row was written after
+		// admission control landed and was not run against the old code):
+		// 16 concurrent 30 MB bodies grew RSS to 4.1 GB and were OOM-killed
+		// without completing one request.
+		{"16 concurrent 30 MB bodies bounded", concurrentHugeBodies},
+		// Before: 6.1 s and +213 MB, and no limit could be configured (the
+		// config fields this row sets were refused as unknown).
+		{"a pathological regex query is bounded", regexQueryBounded},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if shared == nil || shared.cmd.ProcessState != nil {
@@ -357,6 +365,123 @@ func remoteWriteErrorBounded(t *testing.T, p *mdsProc) {
 	code, ans := postRW(t, p, body)
 	if code != http.StatusBadRequest || len(ans) > 4096 {
 		t.Errorf("remote write of a %d KB request with 10 MB of labels: got %d and a %d-byte answer; want 400 and at most 4 KB", len(body)>>10, code, len(ans))
+	}
+}
+
+// concurrentHugeBodies posts 16 distinct 30 MB text bodies at once (850,000
+// samples each). Admission control (ingest.max_inflight_bytes, 64 MiB) lets
+// two be parsed at a time and answers the rest 429 with Retry-After after
+// ingest.queue_timeout; every request gets an answer, the mds stays under
+// the RSS bound docs/storage.md gives for bodies this large (1.5 GiB), and
+// every acknowledged body is stored whole.
+func concurrentHugeBodies(t *testing.T, p *mdsProc) {
+	const bodies, series = 16, 1000
+	base := time.Now().Add(-50 * time.Minute).Truncate(time.Second)
+	lines := make([]int, bodies)
+	codes := make([]int, bodies)
+	answers := make([]string, bodies)
+	retryAfter := make([]string, bodies)
+	var wg sync.WaitGroup
+	for k := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var b bytes.Buffer
+			b.Grow(31 << 20)
+			for j := 0; b.Len() < 30<<20; j++ {
+				fmt.Fprintf(&b, "huge_body{req=\"%d\",s=\"%d\"} %d %d\n", k, j%series, j, base.Add(time.Duration(j/series)*time.Second).UnixMilli())
+				lines[k]++
+			}
+			resp, err := http.Post(p.url("/api/v1/import/prometheus"), "text/plain", &b)
+			if err != nil {
+				answers[k] = err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			a, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			codes[k], answers[k], retryAfter[k] = resp.StatusCode, string(a), resp.Header.Get("Retry-After")
+		}()
+	}
+	wg.Wait()
+	accepted := 0
+	for k := range bodies {
+		switch {
+		case codes[k] == http.StatusNoContent:
+			accepted++
+		case codes[k] == http.StatusTooManyRequests && retryAfter[k] != "":
+		default:
+			t.Errorf("body %d: got %d (Retry-After %q) %.300s; want 204, or 429 with Retry-After", k, codes[k], retryAfter[k], answers[k])
+		}
+	}
+	if accepted == 0 {
+		t.Errorf("none of %d bodies was accepted; want at least one", bodies)
+	}
+	if peak := peakRSS(t, p.cmd.Process.Pid); peak > 3<<29 {
+		t.Errorf("peak RSS %d MiB with %d concurrent 30 MB bodies; want under the documented 1.5 GiB", peak>>20, bodies)
+	}
+	at := base.Add(time.Hour)
+	for k := range bodies {
+		if codes[k] != http.StatusNoContent {
+			continue
+		}
+		want := float64(lines[k])
+		q := fmt.Sprintf(`sum(count_over_time(huge_body{req="%d"}[2h]))`, k)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+			vec := instant(t, p.addr, q, at)
+			got := 0.0
+			if len(vec) == 1 {
+				got = float64(vec[0].Value)
+			}
+			if got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("body %d was acknowledged with %v samples; %v are stored", k, want, got)
+				break
+			}
+		}
+	}
+}
+
+// regexQueryBounded runs the issue's `{__name__=~"(a|b)*.*.*.*.*"}` (it
+// matches every series) over 5,000 series: the shared mds (default limits)
+// answers it; an mds with a small storage.max_memory_per_query refuses it
+// with 422 naming the limit, counted in /metrics.
+func regexQueryBounded(t *testing.T, p *mdsProc) {
+	const series = 5000
+	ts := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	var b strings.Builder
+	for i := range series {
+		fmt.Fprintf(&b, "regex_row_%d{i=\"%d\"} 1 %d\n", i, i%10, ts.UnixMilli())
+	}
+	const expr = `{__name__=~"(a|b)*.*.*.*.*"}`
+	p.importText(t, b.String())
+	p.waitCount(t, `{__name__=~"regex_row_.*"}`, ts, series)
+	before := peakRSS(t, p.cmd.Process.Pid)
+	if n := len(instant(t, p.addr, expr, ts)); n < series {
+		t.Errorf("%s with the default limits: %d series; want at least %d", expr, n, series)
+	}
+	if grew := peakRSS(t, p.cmd.Process.Pid) - before; grew > 128<<20 {
+		t.Errorf("%s over %d series grew peak RSS by %d MiB; want at most 128", expr, series, grew>>20)
+	}
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "mds.yml")
+	os.WriteFile(cfg, []byte("role: mds\nstorage:\n  max_memory_per_query: 65536\n"), 0o644)
+	lim := startMDS(t, filepath.Join(dir, "data"), "--config", cfg)
+	lim.importText(t, b.String())
+	lim.waitCount(t, `{__name__=~"regex_row_.*"}`, ts, series)
+	path := "/api/v1/query?" + url.Values{"query": {expr}, "time": {strconv.FormatInt(ts.Unix(), 10)}}.Encode()
+	code, ans := send(t, http.MethodGet, lim.url(path), "", nil)
+	if code != 422 || !strings.Contains(ans, `"errorType":"execution"`) || !strings.Contains(ans, "maxMemoryPerQuery") {
+		t.Errorf("%s with max_memory_per_query 65536: got %d %.400s; want 422 execution naming maxMemoryPerQuery", expr, code, ans)
+	}
+	_, m := send(t, http.MethodGet, lim.url("/metrics"), "", nil)
+	if !strings.Contains(m, `ballast_query_rejected_total{reason="memory"}`) {
+		t.Errorf("/metrics does not count the refusal as reason memory")
+	}
+	if !lim.alive() {
+		t.Fatalf("the mds with query limits died:\n%s", lim.logs)
 	}
 }
 
