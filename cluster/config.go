@@ -38,6 +38,9 @@ type StorageConfig struct {
 	MaxConcurrentQueries int      `yaml:"max_concurrent_queries"`
 	QueryTimeout         Duration `yaml:"query_timeout"`
 	MaxMemoryPerQuery    int64    `yaml:"max_memory_per_query"`
+	// RefreshInterval: how often acknowledged rows are made searchable;
+	// 0 leaves it to VictoriaMetrics' own timers (docs/storage.md#freshness).
+	RefreshInterval Duration `yaml:"refresh_interval"`
 	// Remote is used when Backend is remote.
 	Remote RemoteConfig `yaml:"remote"`
 }
@@ -177,6 +180,7 @@ func DefaultMDSConfig() MDSConfig {
 			QueryCache:       true,
 			LatencyOffset:    0,
 			QueryTimeout:     Duration(30 * time.Second),
+			RefreshInterval:  Duration(storage.DefaultRefreshInterval),
 			Remote: RemoteConfig{
 				QueueMaxBytes: 1 << 30,
 				BlockSamples:  10000,
@@ -227,6 +231,9 @@ func (c *MDSConfig) Validate() error {
 	}
 	if s.MemoryBytes < 0 {
 		errs = append(errs, fmt.Errorf("storage.memory_bytes: %d is negative", s.MemoryBytes))
+	}
+	if s.RefreshInterval < 0 {
+		errs = append(errs, fmt.Errorf("storage.refresh_interval: %s is negative (0s turns the refresh off)", s.RefreshInterval))
 	}
 	if s.LatencyOffset < 0 {
 		errs = append(errs, fmt.Errorf("storage.latency_offset: %s is negative", s.LatencyOffset))

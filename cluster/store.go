@@ -70,6 +70,10 @@ func openStore(c *MDSConfig, version string, logger *slog.Logger, set *metrics.S
 	if latency == 0 {
 		latency = -1 // storage.Options: negative means none
 	}
+	refresh := time.Duration(c.Storage.RefreshInterval)
+	if refresh == 0 {
+		refresh = -1 // storage.Options: negative turns it off
+	}
 	st, err := storage.OpenEmbedded(storage.Options{
 		DataDir:              c.DataDir,
 		Retention:            time.Duration(c.Storage.Retention),
@@ -83,6 +87,7 @@ func openStore(c *MDSConfig, version string, logger *slog.Logger, set *metrics.S
 		MaxConcurrentQueries: c.Storage.MaxConcurrentQueries,
 		QueryTimeout:         time.Duration(c.Storage.QueryTimeout),
 		MaxMemoryPerQuery:    c.Storage.MaxMemoryPerQuery,
+		RefreshInterval:      refresh,
 		LogLevel:             vmLogLevel(c.LogLevel),
 		Metrics:              set,
 	})

@@ -65,6 +65,17 @@ type Options struct {
 	// while they may still be incomplete (VictoriaMetrics' -search.latencyOffset).
 	// Default 5 s; negative means 0.
 	LatencyOffset time.Duration
+	// RefreshInterval is how often rows written since the last refresh are
+	// made searchable (docs/storage.md#freshness): lib/storage keeps new
+	// rows and index entries in buffers for up to 2 s and 1 s (constants,
+	// not options), and caches the series found for each query filter per
+	// day until its next index flush, which it signals at most every 10 s.
+	// A refresh (Storage.DebugFlush) turns the buffers into searchable
+	// in-memory parts and, when index entries were pending, resets that
+	// cache, so an empty answer cached for a series created since is
+	// dropped. It does not write to disk. Default 200 ms; negative turns it
+	// off (visibility after 2–12 s, VictoriaMetrics' own timers).
+	RefreshInterval time.Duration
 	// DisableQueryCache turns off the rollup result cache, for backfills and
 	// simulated clocks that write far in the past.
 	DisableQueryCache bool
@@ -89,6 +100,11 @@ const (
 	// log; a crash loses nothing acknowledged.
 	DurabilityWAL = "wal"
 )
+
+// DefaultRefreshInterval is Options.RefreshInterval's default: a row is
+// searchable at most this long (plus the refresh itself) after it was
+// acknowledged.
+const DefaultRefreshInterval = 200 * time.Millisecond
 
 // WindowLoss is the documented loss window of durability "window": rows
 // acknowledged longer ago than this before a crash are on disk. ballast
@@ -121,6 +137,9 @@ func (o *Options) withDefaults() Options {
 		r.LatencyOffset = 5 * time.Second
 	} else if r.LatencyOffset < 0 {
 		r.LatencyOffset = 0
+	}
+	if r.RefreshInterval == 0 {
+		r.RefreshInterval = DefaultRefreshInterval
 	}
 	if r.LogLevel == "" {
 		r.LogLevel = "WARN"
@@ -187,8 +206,15 @@ type Embedded struct {
 	stopFlusher chan struct{}
 	flusherDone chan struct{}
 	stopOnce    sync.Once
-	flushes     *metrics.Counter
-	flushSkips  *metrics.Counter
+	// refresherDone is closed when the refresher (RefreshInterval) has
+	// stopped; it is closed at open when the refresher is off.
+	refresherDone chan struct{}
+	refreshes     *metrics.Counter
+	// refreshed is the row count the last completed refresh read before
+	// it started: every row counted up to it is searchable.
+	refreshed  atomic.Uint64
+	flushes    *metrics.Counter
+	flushSkips *metrics.Counter
 	// lowDisk is set by the disk watcher below MinFreeDiskBytes free, at
 	// most 100 ms after it happens (VictoriaMetrics' own check runs every
 	// second); lowFree is the free space it saw.
@@ -233,7 +259,8 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	openedOnce = true
 	vmstorage.Init(o.MaxConcurrentQueries, 10*time.Second, promql.ResetRollupResultCacheIfNeeded)
 	vmselect.Init(o.MaxConcurrentQueries, 10*time.Second)
-	e := &Embedded{opts: o, lock: lock, stopFlusher: make(chan struct{}), flusherDone: make(chan struct{})}
+	e := &Embedded{opts: o, lock: lock, stopFlusher: make(chan struct{}), flusherDone: make(chan struct{}), refresherDone: make(chan struct{})}
+	e.refreshes = o.Metrics.GetOrCreateCounter(`ballast_storage_refreshes_total`)
 	e.flushes = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_total`)
 	e.flushSkips = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_skipped_total`)
 	e.flushSecs = o.Metrics.GetOrCreateHistogram(`ballast_storage_forced_flush_duration_seconds`)
@@ -248,6 +275,11 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	e.reserve = filepath.Join(o.DataDir, reserveFileName)
 	e.checkDisk()
 	go e.flusher()
+	if o.RefreshInterval > 0 {
+		go e.refresher()
+	} else {
+		close(e.refresherDone)
+	}
 	return e, nil
 }
 
@@ -387,6 +419,31 @@ func (e *Embedded) flusher() {
 		}
 		if err := e.checkpoint(); err != nil {
 			e.opts.Logger.Warn("cannot force a flush of the store", "err", err)
+		}
+	}
+}
+
+// refresher makes the rows written since its last tick searchable every
+// RefreshInterval (Options.RefreshInterval). It reads the row count before
+// the refresh: a write counted after that read is refreshed at the next
+// tick; one counted before it had returned from lib/storage's AddRows, so
+// this refresh covers it. Ticks without writes cost nothing.
+func (e *Embedded) refresher() {
+	defer close(e.refresherDone)
+	t := time.NewTicker(e.opts.RefreshInterval)
+	defer t.Stop()
+	var last uint64
+	for {
+		select {
+		case <-e.stopFlusher:
+			return
+		case <-t.C:
+		}
+		if n := e.rowsAdded.Load(); n != last {
+			last = n
+			e.Flush()
+			e.refreshed.Store(n)
+			e.refreshes.Inc()
 		}
 	}
 }
@@ -677,8 +734,9 @@ func (e *Embedded) WriteRows(rows []vmstorage_lib.MetricRow) error {
 func (e *Embedded) RowsAdded() uint64 { return e.rowsAdded.Load() }
 
 // Flush makes every row written so far visible to queries now instead of
-// within about 2 s. It does not force them to disk. Used on simulated clocks,
-// where analyzers read back what was just written.
+// at the next refresh (Options.RefreshInterval). It does not force them to
+// disk. Used on simulated clocks, where analyzers read back what was just
+// written, and by the refresher.
 func (e *Embedded) Flush() {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -717,6 +775,11 @@ func (e *Embedded) Close(ctx context.Context) error {
 	case <-e.flusherDone:
 	case <-ctx.Done():
 		return fmt.Errorf("cannot close storage at %q: the forced flush did not finish: %w", e.opts.DataDir, ctx.Err())
+	}
+	select {
+	case <-e.refresherDone:
+	case <-ctx.Done():
+		return fmt.Errorf("cannot close storage at %q: the refresh did not finish: %w", e.opts.DataDir, ctx.Err())
 	}
 	done := make(chan struct{})
 	go func() {

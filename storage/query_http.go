@@ -3,8 +3,10 @@ package storage
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/app/vmselect"
 	"github.com/VictoriaMetrics/metrics"
@@ -33,6 +35,10 @@ var AdminPaths = []string{"/api/v1/admin/tsdb/delete_series"}
 // handler rewrites errorType to Prometheus' own names (bad_data, execution,
 // timeout, unavailable, internal) and bad queries to 400, as Prometheus does,
 // so clients that switch on the type (client_golang, Grafana) work unchanged.
+//
+// An instant query without a time is evaluated at the current millisecond,
+// as Prometheus does; vmselect would round "now" down to the second and so
+// hide a sample written in the current second (docs/storage.md#freshness).
 func (e *Embedded) QueryHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.RLock()
@@ -41,6 +47,9 @@ func (e *Embedded) QueryHandler() http.Handler {
 			writeAPIError(w, http.StatusServiceUnavailable, ErrClosed)
 			return
 		}
+		if r.URL.Path == "/api/v1/query" {
+			setQueryTime(r, time.Now())
+		}
 		ew := &errorRewriter{ResponseWriter: w, set: e.opts.Metrics}
 		if !vmselect.RequestHandler(ew, r) {
 			writeAPIError(w, http.StatusNotFound, errNotFound(r.URL.Path))
@@ -48,6 +57,17 @@ func (e *Embedded) QueryHandler() http.Handler {
 		}
 		ew.finish()
 	})
+}
+
+// setQueryTime sets the form's time to now, with milliseconds, when the
+// request has none. A form that cannot be parsed is left for vmselect to
+// report.
+func setQueryTime(r *http.Request, now time.Time) {
+	if err := r.ParseForm(); err != nil || r.Form.Get("time") != "" {
+		return
+	}
+	ms := now.UnixMilli()
+	r.Form.Set("time", fmt.Sprintf("%d.%03d", ms/1000, ms%1000))
 }
 
 // PrometheusErrors wraps a Prometheus-API handler (a proxy to a remote
