@@ -3,7 +3,8 @@
 // the cluster twin (with and without the pipeline), LAYOUTSTATS ingest,
 // the analyzers, the agent's overhead against node_exporter, the remote
 // store against a VictoriaMetrics cluster (remote.go), the fleet at scale
-// (scale.go) and remediation planning (actuator.go). Each
+// (scale.go), remediation planning (actuator.go) and freshness
+// (freshness.go). Each
 // section sits between <!-- BEGIN name --> and <!-- END name --> markers
 // and is rewritten whole; the rest of the file is kept.
 //
@@ -29,7 +30,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead, durability); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead, durability, freshness); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -50,6 +51,7 @@ func main() {
 		{"actuator", actuatorSection},
 		{"readahead", readaheadSection},
 		{"durability", durabilitySection},
+		{"freshness", freshnessSection},
 	}
 	failed := false
 	for _, s := range sections {
