@@ -7,9 +7,14 @@
 //
 // Each class is a fuzzy AND (product) of ramps over those features, so every
 // label comes with the degree to which each feature supports it; the label is
-// the best class when its score reaches MinScore, mixed/HPC otherwise. A
-// class change becomes a workload_shift finding only after the new class has
-// held for ConfirmWindows windows, so one odd window does not flap.
+// the best class when its score reaches MinScore, mixed/HPC otherwise.
+//
+// A class change becomes a workload_shift finding only when it is a change
+// of the job's phase, not of one window's I/O: the new class must hold for
+// ConfirmWindows windows spanning at least MinDwell, in each of which the
+// old class has lost its support (scores below MinScore − Hysteresis), and
+// checkpoint windows never count towards a shift (a checkpoint is a burst
+// inside a training job, not a new workload).
 package workload
 
 import (
@@ -67,17 +72,21 @@ type Window struct {
 
 // Features are the numbers a label is computed from.
 type Features struct {
-	ReadFraction    float64 // of bytes
-	MeanReadBytes   float64 // per read request
-	MeanWriteBytes  float64 // per write request
-	Sequential      float64 // NaN unknown
-	Amplification   float64 // server ÷ application read bytes; NaN unknown
-	Burstiness      float64 // coefficient of variation of the bandwidth; NaN unknown
-	Periodicity     float64
-	BytesPerSecond  float64
-	WindowSeconds   float64
-	TotalBytes      float64
-	supportingRamps map[string]float64
+	ReadFraction  float64 // of bytes
+	MeanReadBytes float64 // application bytes per read request
+	// ReadRequestBytes is the bytes one READ request brought from the
+	// servers (mean read bytes × amplification): what read-ahead made of
+	// the application's reads
+	ReadRequestBytes float64
+	MeanWriteBytes   float64 // per write request
+	Sequential       float64 // NaN unknown
+	Amplification    float64 // server ÷ application read bytes; NaN unknown
+	Burstiness       float64 // coefficient of variation of the bandwidth; NaN unknown
+	Periodicity      float64
+	BytesPerSecond   float64
+	WindowSeconds    float64
+	TotalBytes       float64
+	supportingRamps  map[string]float64
 }
 
 // Label is the classification of one window.
@@ -95,6 +104,15 @@ type Options struct {
 	MinScore       float64 // best class score needed, else mixed [0.5]
 	MinBytesPerSec float64 // below this a window is idle [1 MB/s]
 	ConfirmWindows int     // windows a new class must hold before a shift [2]
+	// MinDwell is the least time a new class must hold before a shift [5m]:
+	// a job's phase (a training run, a serving deployment, a scan) lasts
+	// tens of minutes to days, a checkpoint or a stall seconds to minutes.
+	MinDwell time.Duration
+	// Hysteresis is how far below MinScore the confirmed class's own score
+	// must fall in a window before that window counts towards a shift
+	// [0.15]: a window scoring near MinScore moves across it with
+	// measurement noise alone, and must not flip the job's class.
+	Hysteresis float64
 }
 
 func (o Options) withDefaults() Options {
@@ -106,6 +124,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConfirmWindows == 0 {
 		o.ConfirmWindows = 2
+	}
+	if o.MinDwell == 0 {
+		o.MinDwell = 5 * time.Minute
+	}
+	if o.Hysteresis == 0 {
+		o.Hysteresis = 0.15
 	}
 	return o
 }
@@ -144,9 +168,13 @@ func Extract(w Window) Features {
 	if f.TotalBytes > 0 {
 		f.ReadFraction = w.ReadBytes / f.TotalBytes
 	}
-	f.MeanReadBytes, f.MeanWriteBytes = math.NaN(), math.NaN()
+	f.MeanReadBytes, f.MeanWriteBytes, f.ReadRequestBytes = math.NaN(), math.NaN(), math.NaN()
 	if w.ReadOps > 0 {
 		f.MeanReadBytes = w.ReadBytes / w.ReadOps
+		f.ReadRequestBytes = f.MeanReadBytes
+		if w.ReadAmplification > 0 {
+			f.ReadRequestBytes *= w.ReadAmplification
+		}
 	}
 	if w.WriteOps > 0 {
 		f.MeanWriteBytes = w.WriteBytes / w.WriteOps
@@ -170,16 +198,19 @@ func Extract(w Window) Features {
 // memberships are the fuzzy truths of the feature statements the classes
 // are built from, by name so evidence can show them.
 func memberships(f Features) map[string]float64 {
-	// Access pattern: the sequential share when known, else read
-	// amplification (random reads waste read-ahead), else unknown (0.5).
+	// Access pattern: the sequential share when known, else what the
+	// requests on the wire show (random reads either waste read-ahead or,
+	// where read-ahead is no larger than they are, go out as small
+	// requests), else unknown (0.5).
 	random, sequential := 0.5, 0.5
 	switch {
 	case !math.IsNaN(f.Sequential):
 		random = 1 - ramp(f.Sequential, 0.2, 0.5)
 		sequential = ramp(f.Sequential, 0.6, 0.85)
 	case f.Amplification > 0:
-		random = ramp(f.Amplification, 1.2, 1.8)
-		sequential = 1 - ramp(f.Amplification, 1.1, 1.5)
+		small := smallRequests(f.ReadRequestBytes)
+		random = math.Max(ramp(f.Amplification, 1.2, 1.8), small)
+		sequential = math.Min(1-ramp(f.Amplification, 1.1, 1.5), 1-small)
 	}
 	veryLarge := ramp(log2(f.MeanReadBytes), log2(512*kib), log2(1024*kib))
 	return map[string]float64{
@@ -194,6 +225,20 @@ func memberships(f Features) map[string]float64 {
 		"steady":        1 - ramp(f.Burstiness, 0.8, 1.5),
 		"bursty":        math.Max(ramp(f.Burstiness, 0.3, 0.6), ramp(f.Periodicity, 0.3, 0.6)),
 	}
+}
+
+// smallRequests is the truth of "the READ requests on the wire are small",
+// 1 at 64 KiB or less, 0 at 128 KiB or more (log scale between). A
+// sequential reader's requests are merged by read-ahead up to the mount's
+// rsize: with Linux's smallest default read-ahead (128 KiB) and any
+// rsize ≥ 128 KiB they leave as 128 KiB or larger. Random small reads
+// (embedding and KV lookups, a model server paging weights: 4–64 KiB) are
+// not merged: each is a request of its own size, bound by the round trip
+// rather than by bandwidth. So once read-ahead is sensible for a random
+// reader (no amplification left), its request size still tells it apart
+// from a loader streaming shards.
+func smallRequests(b float64) float64 {
+	return 1 - ramp(log2(b), log2(64*kib), log2(128*kib))
 }
 
 // rules defines each class as the product of its statements. Training
@@ -261,6 +306,7 @@ func (l Label) Evidence() []models.Evidence {
 	add("mean_write_bytes", f.MeanWriteBytes, "B", "per request")
 	add("sequential_fraction", f.Sequential, "ratio", "")
 	add("read_amplification", f.Amplification, "", "server ÷ application read bytes")
+	add("read_request_bytes", f.ReadRequestBytes, "B", "server bytes per READ request")
 	add("burstiness_cv", f.Burstiness, "", "coefficient of variation of bandwidth")
 	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
 	add("bytes_per_second", f.BytesPerSecond, "B/s", "")
@@ -313,8 +359,8 @@ type Classifier struct {
 // New returns a classifier with opts (zero values take the defaults).
 func New(opts Options) (*Classifier, error) {
 	o := opts.withDefaults()
-	if o.MinScore <= 0 || o.MinScore > 1 || o.ConfirmWindows < 1 {
-		return nil, fmt.Errorf("invalid workload options: MinScore %v must be in (0, 1] and ConfirmWindows %d at least 1", o.MinScore, o.ConfirmWindows)
+	if o.MinScore <= 0 || o.MinScore > 1 || o.ConfirmWindows < 1 || o.MinDwell < 0 || o.Hysteresis < 0 || o.Hysteresis >= o.MinScore {
+		return nil, fmt.Errorf("invalid workload options: MinScore %v must be in (0, 1], ConfirmWindows %d at least 1, MinDwell %s not negative and Hysteresis %v in [0, MinScore)", o.MinScore, o.ConfirmWindows, o.MinDwell, o.Hysteresis)
 	}
 	return &Classifier{opts: o, groups: map[models.Subject]*group{}}, nil
 }
@@ -349,12 +395,19 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 	case l.Class == g.stable:
 		g.cand, g.candCount = "", 0
 		g.stableScore = l.Score
+	case l.Class == Checkpoint:
+		// a checkpoint is a burst inside the job's phase: it neither
+		// confirms nor breaks a candidate
+	case l.Scores[g.stable] >= c.opts.MinScore-c.opts.Hysteresis:
+		// the confirmed class is still supported, only less than
+		// another: the window is not evidence of a new phase
+		g.cand, g.candCount = "", 0
 	default:
 		if l.Class != g.cand {
 			g.cand, g.candSince, g.candCount = l.Class, l.Start, 0
 		}
 		g.candCount++
-		if g.candCount >= c.opts.ConfirmWindows {
+		if g.candCount >= c.opts.ConfirmWindows && l.End.Sub(g.candSince) >= c.opts.MinDwell {
 			c.pending = append(c.pending, c.closedProfile(w.Subject, g, g.candSince), c.shift(w.Subject, g, l))
 			g.stable, g.stableSince, g.stableScore = g.cand, g.candSince, l.Score
 			g.cand, g.candCount = "", 0

@@ -209,3 +209,126 @@ func TestTrainingWindowWithCheckpoint(t *testing.T) {
 		t.Errorf("got %s (scores %v); want checkpoint", l.Class, l.Scores)
 	}
 }
+
+// minuteWindow is one minute of reads (and writes) of a group, as the mds
+// cuts them from mountstats: no sequential share, amplification known.
+func minuteWindow(s models.Subject, i int, readBps, appReq, amp, writeBps, writeReq float64) Window {
+	start := t0.Add(time.Duration(i) * time.Minute)
+	w := Window{Subject: s, Start: start, End: start.Add(time.Minute),
+		ReadBytes: readBps * 60, ReadOps: readBps * 60 / appReq, WriteBytes: writeBps * 60,
+		Sequential: math.NaN(), ReadAmplification: amp, Bandwidth: []float64{1, 1.05, 0.95, 1, 1, 1}}
+	if writeBps > 0 {
+		w.WriteOps = writeBps * 60 / writeReq
+		w.Bandwidth = []float64{1, 1, 9, 9, 1, 1}
+	}
+	return w
+}
+
+// TestInferenceBySmallRequests: a model server reading 64 KiB at random
+// whose read-ahead was made sensible (no amplification left) is still
+// inference — its requests are small and unmerged — while loaders whose
+// sequential reads leave as 128 KiB (Linux's default read-ahead) or 256 KiB
+// requests stay training. The old classifier judged randomness by
+// amplification alone and called the server training-read or mixed.
+func TestInferenceBySmallRequests(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "j"}
+	for _, c := range []struct {
+		name        string
+		appReq, amp float64
+		want        Class
+	}{
+		{"inference 64K, read-ahead 64K", 64 * 1024, 1, Inference},
+		{"inference 16K, read-ahead 16K", 16 * 1024, 1, Inference},
+		{"inference 64K behind 1M read-ahead", 64 * 1024, 16, Inference},
+		{"training 128K through 128K read-ahead", 128 * 1024, 1, TrainingRead},
+		{"training 256K", 256 * 1024, 1, TrainingRead},
+		{"scan 1M", mib, 1, AnalyticsScan},
+	} {
+		l := Classify(minuteWindow(s, 0, 3e9, c.appReq, c.amp, 0, 0), Options{})
+		if l.Class != c.want {
+			t.Errorf("%s: got %s (scores %v); want %s", c.name, l.Class, l.Scores, c.want)
+		}
+	}
+}
+
+// shiftsOf feeds windows to a new classifier and returns its shifts.
+func shiftsOf(t *testing.T, ws []Window) []models.Finding {
+	t.Helper()
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []models.Finding
+	for _, w := range ws {
+		if _, err := c.Observe(w.End, w); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range c.Findings(w.End) {
+			if f.Kind == KindShift {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// TestBoundaryNoiseIsNotAShift: a group whose best class scores right at
+// MinScore (here shard_reads at half truth) crosses it one way and the
+// other with measurement noise; its phase did not change, and the old
+// classifier reported a shift every few windows.
+func TestBoundaryNoiseIsNotAShift(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "j"}
+	var ws []Window
+	for i := range 60 {
+		req := 64 * 1024 * (1 + 0.001*float64(i%5-2)) // 64 KiB ± 0.2 %
+		w := minuteWindow(s, i, 3e9, req, 1, 0, 0)
+		w.Sequential = 0.9 // known sequential: training-read scores ≈ 0.5
+		ws = append(ws, w)
+	}
+	if l := Classify(ws[0], Options{}); math.Abs(l.Scores[TrainingRead]-0.5) > 0.01 {
+		t.Fatalf("training-read scores %v; the test wants it at MinScore", l.Scores[TrainingRead])
+	}
+	if got := shiftsOf(t, ws); len(got) != 0 {
+		t.Errorf("got %d shifts (first %s); want none", len(got), got[0].Summary)
+	}
+}
+
+// TestCheckpointIsNotAShift: a training job that writes a checkpoint for
+// four minutes (longer than the dwell of the old classifier) is still a
+// training job: no shift to checkpoint and back.
+func TestCheckpointIsNotAShift(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "train"}
+	var ws []Window
+	for i := range 30 {
+		if i >= 10 && i < 14 {
+			ws = append(ws, minuteWindow(s, i, 3e9, 256*1024, 1, 3e9, mib))
+		} else {
+			ws = append(ws, minuteWindow(s, i, 3e9, 256*1024, 1, 0, 0))
+		}
+	}
+	if l := Classify(ws[11], Options{}); l.Class != Checkpoint {
+		t.Fatalf("checkpoint window labelled %s; want checkpoint", l.Class)
+	}
+	if got := shiftsOf(t, ws); len(got) != 0 {
+		t.Errorf("got %d shifts (first %s); want none", len(got), got[0].Summary)
+	}
+}
+
+// TestShiftNeedsMinDwell: three minutes of another class is not a new
+// phase; a change that holds is reported once, starting where it began.
+func TestShiftNeedsMinDwell(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "j"}
+	var ws []Window
+	for i := range 40 {
+		switch {
+		case i >= 5 && i < 8, i >= 20:
+			ws = append(ws, minuteWindow(s, i, 3e9, 64*1024, 16, 0, 0)) // inference
+		default:
+			ws = append(ws, minuteWindow(s, i, 3e9, 256*1024, 1, 0, 0)) // training
+		}
+	}
+	got := shiftsOf(t, ws)
+	if len(got) != 1 || !got[0].Start.Equal(t0.Add(20*time.Minute)) || got[0].Summary != "job j changed from training-read to inference" {
+		t.Fatalf("got shifts %+v; want one, training-read to inference from minute 20", got)
+	}
+}
