@@ -68,6 +68,10 @@ type Window struct {
 	// Periodicity is the confidence (0..1) of a periodic write rhythm from
 	// the checkpoint analyzer; 0 when none.
 	Periodicity float64
+	// ReadInFlight is the mean number of READ requests outstanding over
+	// the window (mountstats READ execute time ÷ window length, Little's
+	// law); 0 or NaN when unknown.
+	ReadInFlight float64
 }
 
 // Features are the numbers a label is computed from.
@@ -84,6 +88,7 @@ type Features struct {
 	Burstiness       float64 // coefficient of variation of the bandwidth; NaN unknown
 	Periodicity      float64
 	BytesPerSecond   float64
+	ReadInFlight     float64 // NaN unknown
 	WindowSeconds    float64
 	TotalBytes       float64
 	supportingRamps  map[string]float64
@@ -104,6 +109,9 @@ type Options struct {
 	MinScore       float64 // best class score needed, else mixed [0.5]
 	MinBytesPerSec float64 // below this a window is idle [1 MB/s]
 	ConfirmWindows int     // windows a new class must hold before a shift [2]
+	// IntensityFactor is how many times its phase's demand a job must
+	// move, in the same class, for MinDwell before that is a shift [2].
+	IntensityFactor float64
 	// MinDwell is the least time a new class must hold before a shift [5m]:
 	// a job's phase (a training run, a serving deployment, a scan) lasts
 	// tens of minutes to days, a checkpoint or a stall seconds to minutes.
@@ -124,6 +132,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConfirmWindows == 0 {
 		o.ConfirmWindows = 2
+	}
+	if o.IntensityFactor == 0 {
+		o.IntensityFactor = 2
 	}
 	if o.MinDwell == 0 {
 		o.MinDwell = 5 * time.Minute
@@ -159,6 +170,10 @@ const kib = 1024
 // Extract computes the features of w.
 func Extract(w Window) Features {
 	f := Features{Sequential: w.Sequential, Amplification: w.ReadAmplification, Periodicity: w.Periodicity, Burstiness: math.NaN()}
+	f.ReadInFlight = math.NaN()
+	if w.ReadInFlight > 0 {
+		f.ReadInFlight = w.ReadInFlight
+	}
 	f.TotalBytes = w.ReadBytes + w.WriteBytes
 	f.WindowSeconds = w.End.Sub(w.Start).Seconds()
 	if f.WindowSeconds > 0 {
@@ -310,6 +325,7 @@ func (l Label) Evidence() []models.Evidence {
 	add("burstiness_cv", f.Burstiness, "", "coefficient of variation of bandwidth")
 	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
 	add("bytes_per_second", f.BytesPerSecond, "B/s", "")
+	add("read_in_flight", f.ReadInFlight, "", "mean READ requests outstanding")
 	explain := l.Class
 	if explain == Mixed {
 		best := 0.0
@@ -345,6 +361,48 @@ type group struct {
 	candSince   time.Time
 	candCount   int
 	last        Label
+	// demand of the confirmed phase: bytes/s of its recent windows (the
+	// reference) and of the windows at least IntensityFactor above it
+	level     []levelSample
+	rise      []levelSample
+	riseSince time.Time
+}
+
+// levelSample is one window's demand and READs in flight (NaN unknown).
+type levelSample struct{ bps, inFlight float64 }
+
+func sampleOf(l Label) levelSample {
+	return levelSample{l.Features.BytesPerSecond, l.Features.ReadInFlight}
+}
+
+// medians returns the median demand and the median READs in flight of xs
+// (NaN when a sample lacks it).
+func medians(xs []levelSample) (bps, inFlight float64) {
+	b, f := make([]float64, len(xs)), make([]float64, len(xs))
+	for i, x := range xs {
+		b[i], f[i] = x.bps, x.inFlight
+	}
+	inFlight = median(f)
+	for _, x := range f {
+		if math.IsNaN(x) {
+			inFlight = math.NaN()
+		}
+	}
+	return median(b), inFlight
+}
+
+// levelKeep is how many recent windows of a phase its reference demand is
+// the median of.
+const levelKeep = 10
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Classifier labels windows and tracks each group's class over time. Feed
@@ -359,8 +417,8 @@ type Classifier struct {
 // New returns a classifier with opts (zero values take the defaults).
 func New(opts Options) (*Classifier, error) {
 	o := opts.withDefaults()
-	if o.MinScore <= 0 || o.MinScore > 1 || o.ConfirmWindows < 1 || o.MinDwell < 0 || o.Hysteresis < 0 || o.Hysteresis >= o.MinScore {
-		return nil, fmt.Errorf("invalid workload options: MinScore %v must be in (0, 1], ConfirmWindows %d at least 1, MinDwell %s not negative and Hysteresis %v in [0, MinScore)", o.MinScore, o.ConfirmWindows, o.MinDwell, o.Hysteresis)
+	if o.MinScore <= 0 || o.MinScore > 1 || o.ConfirmWindows < 1 || o.MinDwell < 0 || o.Hysteresis < 0 || o.Hysteresis >= o.MinScore || !(o.IntensityFactor > 1) {
+		return nil, fmt.Errorf("invalid workload options: MinScore %v must be in (0, 1], ConfirmWindows %d at least 1, MinDwell %s not negative, Hysteresis %v in [0, MinScore) and IntensityFactor %v above 1", o.MinScore, o.ConfirmWindows, o.MinDwell, o.Hysteresis, o.IntensityFactor)
 	}
 	return &Classifier{opts: o, groups: map[models.Subject]*group{}}, nil
 }
@@ -392,9 +450,11 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 	case g.stable == "":
 		g.stable, g.stableSince, g.stableScore = l.Class, l.Start, l.Score
 		g.cand = ""
+		g.level, g.rise = []levelSample{sampleOf(l)}, nil
 	case l.Class == g.stable:
 		g.cand, g.candCount = "", 0
 		g.stableScore = l.Score
+		c.observeLevel(w.Subject, g, l)
 	case l.Class == Checkpoint:
 		// a checkpoint is a burst inside the job's phase: it neither
 		// confirms nor breaks a candidate
@@ -411,9 +471,76 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 			c.pending = append(c.pending, c.closedProfile(w.Subject, g, g.candSince), c.shift(w.Subject, g, l))
 			g.stable, g.stableSince, g.stableScore = g.cand, g.candSince, l.Score
 			g.cand, g.candCount = "", 0
+			g.level, g.rise = []levelSample{sampleOf(l)}, nil
 		}
 	}
 	return l, nil
+}
+
+// observeLevel follows the demand of a group's confirmed phase: a rise to
+// IntensityFactor times the phase's reference (the median of its recent
+// windows) held for ConfirmWindows windows spanning MinDwell is a shift of
+// the same class (a serving deployment whose traffic tripled), when at
+// least half of the rise (in log terms) comes from more READs in flight.
+// By Little's law throughput = requests in flight × request size ÷
+// latency: more demand at the same supply puts more requests in flight,
+// while a supply that got better (larger read-ahead, a fault that ended,
+// a rebalance) moves the same window of requests faster or in larger
+// pieces. Only rises count: from a client's counters a drop in demand
+// looks like a supply limit (a lost or saturated server throttles every
+// reader), which the starvation analyzer reports; and a window far below
+// the reference is kept out of it, so the recovery after such a limit is
+// no rise.
+func (c *Classifier) observeLevel(s models.Subject, g *group, l Label) {
+	x := sampleOf(l)
+	bps := x.bps
+	if len(g.level) >= c.opts.ConfirmWindows+1 {
+		ref, refFlight := medians(g.level)
+		moreInFlight := math.IsNaN(refFlight) || math.IsNaN(x.inFlight) || x.inFlight*x.inFlight >= refFlight*refFlight*bps/ref
+		switch {
+		case bps >= c.opts.IntensityFactor*ref && moreInFlight:
+			if len(g.rise) == 0 {
+				g.riseSince = l.Start
+			}
+			g.rise = append(g.rise, x)
+			if len(g.rise) >= c.opts.ConfirmWindows && l.End.Sub(g.riseSince) >= c.opts.MinDwell {
+				c.pending = append(c.pending, c.intensityShift(s, g, l, ref))
+				g.level, g.rise = g.rise, nil
+				if n := len(g.level); n > levelKeep {
+					g.level = g.level[n-levelKeep:]
+				}
+			}
+			return
+		case bps*c.opts.IntensityFactor <= ref:
+			g.rise = nil
+			return
+		}
+	}
+	g.rise = nil
+	g.level = append(g.level, x)
+	if n := len(g.level); n > levelKeep {
+		g.level = g.level[n-levelKeep:]
+	}
+}
+
+func (c *Classifier) intensityShift(s models.Subject, g *group, l Label, ref float64) models.Finding {
+	to, _ := medians(g.rise)
+	ev := append([]models.Evidence{
+		{Name: "from_bytes_per_second", Value: math.Round(ref), Unit: "B/s", Note: "median of the phase's recent windows"},
+		{Name: "to_bytes_per_second", Value: math.Round(to), Unit: "B/s", Note: "median since " + g.riseSince.UTC().Format(time.RFC3339)},
+	}, l.Evidence()...)
+	return models.Finding{
+		ID:       fmt.Sprintf("%s:%s:%d", KindShift, s, g.riseSince.UnixMilli()),
+		Kind:     KindShift,
+		Subject:  s,
+		Severity: models.SeverityInfo,
+		Score:    math.Round(l.Score*1000) / 1000,
+		Start:    g.riseSince,
+		LastSeen: l.End,
+		End:      l.End,
+		Summary:  fmt.Sprintf("%s %s still runs %s at %.1f× its demand (%.0f MB/s, was %.0f MB/s)", s.Kind, s.ID, g.stable, to/ref, to/1e6, ref/1e6),
+		Evidence: ev,
+	}
 }
 
 func (c *Classifier) shift(s models.Subject, g *group, l Label) models.Finding {

@@ -2,6 +2,7 @@ package workload
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -330,5 +331,53 @@ func TestShiftNeedsMinDwell(t *testing.T) {
 	got := shiftsOf(t, ws)
 	if len(got) != 1 || !got[0].Start.Equal(t0.Add(20*time.Minute)) || got[0].Summary != "job j changed from training-read to inference" {
 		t.Fatalf("got shifts %+v; want one, training-read to inference from minute 20", got)
+	}
+}
+
+// TestDemandRiseIsAShift: a serving job whose traffic triples (three times
+// the READs in flight at the same latency) for longer than MinDwell changed
+// its workload although its class did not: one shift, from where the rise
+// began. The same rise with the same READs in flight is the supply getting
+// better (a larger read-ahead, a fault that ended), and a drop and its
+// recovery (a lost server) is the supply too: neither is a shift.
+func TestDemandRiseIsAShift(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "serve"}
+	run := func(level func(i int) (bps, inFlight float64)) []models.Finding {
+		var ws []Window
+		for i := range 40 {
+			bps, fl := level(i)
+			w := minuteWindow(s, i, bps, 64*1024, 1, 0, 0)
+			w.ReadInFlight = fl
+			ws = append(ws, w)
+		}
+		return shiftsOf(t, ws)
+	}
+	demand := run(func(i int) (float64, float64) {
+		if i >= 15 && i < 30 {
+			return 9e8, 48
+		}
+		return 3e8, 16
+	})
+	if len(demand) != 1 || !demand[0].Start.Equal(t0.Add(15*time.Minute)) {
+		t.Fatalf("demand tripled: got shifts %+v; want one from minute 15", demand)
+	}
+	if !strings.Contains(demand[0].Summary, "still runs inference at 3.0×") {
+		t.Errorf("summary %q does not say the class and the factor", demand[0].Summary)
+	}
+	if got := run(func(i int) (float64, float64) {
+		if i >= 15 {
+			return 9e8, 16
+		}
+		return 3e8, 16
+	}); len(got) != 0 {
+		t.Errorf("supply got better: got %d shifts (%s); want none", len(got), got[0].Summary)
+	}
+	if got := run(func(i int) (float64, float64) {
+		if i >= 15 && i < 25 {
+			return 5e7, 16
+		}
+		return 3e8, 16
+	}); len(got) != 0 {
+		t.Errorf("a server lost for 10 minutes: got %d shifts (%s); want none", len(got), got[0].Summary)
 	}
 }

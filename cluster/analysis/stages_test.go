@@ -143,11 +143,13 @@ func TestReadMountCountersGroups(t *testing.T) {
 		series("ballast_nfs_client_write_bytes_total", 7, "node", "gpu00"),
 		series("ballast_nfs_client_operations_total", 3, "node", "gpu00", "operation", "READ"),
 		series("ballast_nfs_client_operations_total", 2, "node", "gpu00", "operation", "WRITE"),
+		series("ballast_nfs_client_operation_execute_seconds_total", 1.5, "node", "gpu00", "operation", "READ"),
+		series("ballast_nfs_client_operation_execute_seconds_total", 9, "node", "gpu00", "operation", "WRITE"),
 		series("ballast_nfs_client_read_bytes_total", 10, "node", "gpu01", GroupLabel, "train"),
 		series("ballast_nfs_client_read_bytes_total", 20, "node", "gpu02", GroupLabel, "train"),
 	})
 	n := c[models.Subject{Kind: models.SubjectClient, ID: "gpu00"}]
-	if n != (counters{read: 105, write: 7, serverRead: 400, readOps: 3, writeOps: 2}) {
+	if n != (counters{read: 105, write: 7, serverRead: 400, readOps: 3, writeOps: 2, readExec: 1.5}) {
 		t.Errorf("gpu00 %+v", n)
 	}
 	if j := c[models.Subject{Kind: models.SubjectJob, ID: "train"}]; j.read != 30 {

@@ -25,11 +25,12 @@ type WindowLabel struct {
 
 // mountQuery reads the NFS client counters a window needs, from every
 // client's mountstats, in one query.
-const mountQuery = `last_over_time({__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total", operation=~"|READ|WRITE"}[30s]) keep_metric_names`
+const mountQuery = `last_over_time({__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total|ballast_nfs_client_operation_execute_seconds_total", operation=~"|READ|WRITE"}[30s]) keep_metric_names`
 
 // counters are one group's cumulative client counters.
 type counters struct {
 	read, write, serverRead, readOps, writeOps float64
+	readExec                                   float64 // READ execute seconds (queue + round trip)
 }
 
 func (c counters) sub(p counters) counters {
@@ -39,7 +40,7 @@ func (c counters) sub(p counters) counters {
 		}
 		return a - b
 	}
-	return counters{d(c.read, p.read), d(c.write, p.write), d(c.serverRead, p.serverRead), d(c.readOps, p.readOps), d(c.writeOps, p.writeOps)}
+	return counters{d(c.read, p.read), d(c.write, p.write), d(c.serverRead, p.serverRead), d(c.readOps, p.readOps), d(c.writeOps, p.writeOps), d(c.readExec, p.readExec)}
 }
 
 func (c *counters) add(d counters) {
@@ -48,6 +49,7 @@ func (c *counters) add(d counters) {
 	c.serverRead += d.serverRead
 	c.readOps += d.readOps
 	c.writeOps += d.writeOps
+	c.readExec += d.readExec
 }
 
 type wlGroup struct {
@@ -62,7 +64,8 @@ type wlGroup struct {
 // and classifies them with analyzer/workload; the periodicity feature comes
 // from the checkpoint stage's forecast of the same group. Sequentiality is
 // not known from mountstats, so the read amplification (server ÷
-// application read bytes) stands in for it.
+// application read bytes) and the bytes per READ request stand in for it;
+// READ execute time gives the requests in flight.
 type workloadStage struct {
 	a      *Analysis
 	cl     *workload.Classifier
@@ -99,6 +102,10 @@ func readMountCounters(series []storage.Series) map[models.Subject]counters {
 				c.readOps += v
 			case "WRITE":
 				c.writeOps += v
+			}
+		case name == "ballast_nfs_client_operation_execute_seconds_total":
+			if s.Label("operation") == "READ" {
+				c.readExec += v
 			}
 		case name == "ballast_nfs_client_server_read_bytes_total":
 			c.serverRead += v
@@ -146,6 +153,9 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 		}
 		if g.sum.read > 0 {
 			win.ReadAmplification = g.sum.serverRead / g.sum.read
+		}
+		if sec := now.Sub(g.winStart).Seconds(); sec > 0 {
+			win.ReadInFlight = g.sum.readExec / sec // Little's law
 		}
 		if p, ok := w.a.ckpt.det.Forecast(now, s); ok {
 			win.Periodicity = p.Confidence
