@@ -38,7 +38,7 @@ const (
 	freshGap        = 50 * time.Millisecond
 	freshTimeout    = 2 * time.Minute
 	freshLoadSeries = 1000
-	freshRounds     = 5 // ingest rounds per refresher setting
+	freshRounds     = 7 // ingest rounds per refresher setting
 )
 
 type freshTarget struct {
