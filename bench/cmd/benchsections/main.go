@@ -30,7 +30,7 @@ import (
 func main() {
 	ballast := flag.String("ballast", "bin/ballast", "the ballast binary (make build)")
 	out := flag.String("out", "BENCHMARKS.md", "file whose sections are rewritten")
-	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, actuator, readahead, durability, freshness); default all")
+	only := flag.String("only", "", "comma-separated sections to run (twin, layoutstats, analyzers, agent, remote, scale, fleet, actuator, readahead, durability, freshness); default all")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -48,6 +48,7 @@ func main() {
 		{"agent", agentSection},
 		{"remote", remoteSection},
 		{"scale", scaleSection},
+		{"fleet", fleetSection},
 		{"actuator", actuatorSection},
 		{"readahead", readaheadSection},
 		{"durability", durabilitySection},
