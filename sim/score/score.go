@@ -288,26 +288,35 @@ func episodes(ts []twin.TruthRecord, tol time.Duration) []twin.TruthRecord {
 			kind = "gpu_idle_storage"
 		}
 		key := kind + "|" + cause + "|" + t.Subject.String()
+		secs, _ := t.Params["gpu_seconds"].(float64)
+		// what the GPUs it starved lost, with the part shared with
+		// causes that limited them alike (a stall over eight equally
+		// saturated DSs costs its GPUs the whole of it)
+		whole := secs
+		if co, ok := t.Params["gpu_seconds_colimited"].(float64); ok && co > whole {
+			whole = co
+		}
 		if i, ok := open[key]; ok && !t.Start.After(out[i].End.Add(tol)) {
 			if t.End.After(out[i].End) {
 				out[i].End = t.End
 			}
-			secs, _ := t.Params["gpu_seconds"].(float64)
 			out[i].Params["gpu_seconds"] = out[i].Params["gpu_seconds"].(float64) + secs
+			out[i].Params["gpu_seconds_whole"] = out[i].Params["gpu_seconds_whole"].(float64) + whole
 			continue
 		}
-		secs, _ := t.Params["gpu_seconds"].(float64)
 		t.Kind = kind
-		t.Params = map[string]any{"cause": cause, "gpu_seconds": secs}
+		t.Params = map[string]any{"cause": cause, "gpu_seconds": secs, "gpu_seconds_whole": whole}
 		out = append(out, t)
 		open[key] = len(out) - 1
 	}
-	// Episodes of storage-caused idle below MinEpisodeGPUSeconds are not
-	// targets: a few GPU-seconds lost to a briefly busy NIC are below what
-	// any detector can or should report.
+	// Episodes of storage-caused idle whose GPUs lost less than
+	// MinEpisodeGPUSeconds in them are not targets: a few GPU-seconds lost
+	// to a briefly busy NIC are below what any detector can or should
+	// report. The GPUs' loss counts whole where the cause shared it with
+	// causes that limited them alike (gpu_seconds_colimited).
 	kept := out[:0]
 	for _, t := range out {
-		if t.Kind == "gpu_idle_storage" && t.Params["gpu_seconds"].(float64) < MinEpisodeGPUSeconds {
+		if t.Kind == "gpu_idle_storage" && t.Params["gpu_seconds_whole"].(float64) < MinEpisodeGPUSeconds {
 			t.Kind = "gpu_idle_storage_minor"
 		}
 		kept = append(kept, t)

@@ -303,3 +303,21 @@ func TestWorkloadShiftIsExplainedOnlyByAPhaseChange(t *testing.T) {
 		t.Errorf("%d explained, %v false per hour; want the shifts at the phase's start and end explained, 0.5 false per hour", ws.TruePositives, ws.FalsePerHour)
 	}
 }
+
+// TestColimitedIdleIsATarget: a stall split over eight equally saturated
+// DS NICs gives each DS 10 GPU-s of a minute in which the GPUs lost 80;
+// each DS's episode is a gpu_starvation target (the GPUs lost a
+// GPU-minute), while a lone 10 GPU-s episode stays minor.
+func TestColimitedIdleIsATarget(t *testing.T) {
+	in := Input{End: at(30), Names: names()}
+	for d := range 8 {
+		id := "ds0" + string(rune('0'+d))
+		in.Truth = append(in.Truth, truth("gpu_idle", subj("ds", id), 10, 11,
+			map[string]any{"cause": "ds_nic", "gpu_seconds": 10.0, "gpu_seconds_colimited": 80.0}))
+	}
+	in.Truth = append(in.Truth, truth("gpu_idle", subj("port", "sw/ds03"), 20, 21, map[string]any{"cause": "port", "gpu_seconds": 10.0}))
+	r := Score(in)
+	if g := r.Kinds["gpu_starvation"]; g.Targets != 8 {
+		t.Errorf("gpu_starvation targets %d; want 8 (one per co-limiting DS, not the lone 10 GPU-s port episode)", g.Targets)
+	}
+}

@@ -50,8 +50,8 @@ type flow struct {
 	lim     int32 // limiting resource, -1 none
 	req     float64
 	amp     float64
-	slowDev int32 // the device that sets the stream's latency
-	slowNet int32 // the network resource whose queue dominates it, -1 none
+	slowDev int32 // unused by streams (their slowest stripes are on the stream), -1
+	slowNet int32 // as slowDev
 	errSubj int32 // subject index an error is blamed on
 }
 
@@ -138,7 +138,7 @@ func (t *Twin) Step() {
 	t.flows = t.flows[:0]
 	for si := range t.streams {
 		st := &t.streams[si]
-		st.got, st.lossAmt, st.lossCause, st.lossSubj, st.errored, st.errDown = 0, 0, -1, -1, false, false
+		st.got, st.lossAmt, st.losses, st.errored, st.errDown = 0, 0, st.losses[:0], false, false
 		if st.active && st.want > 0 && st.file >= 0 {
 			t.addStreamFlows(int32(si))
 			if st.kind == streamRandRead && t.cli[st.client].ra >= raWasteFactor*st.appReq {
@@ -195,8 +195,11 @@ func (t *Twin) addStreamFlows(si int32) {
 	invReq := 1 / req
 	rtt := t.sc.Topology.NetRTTMicros * 1e-6
 	ch := len(t.ds) + int(st.client)
-	worst, slow, slowNet := 0.0, int32(-1), int32(-1)
+	worst := 0.0
 	downDS := int32(-1)
+	// each stripe's time through device and network, and which of the two
+	// dominates it (slowPart.lat is reused as the stripe's time)
+	st.slowest = st.slowest[:0]
 	for s := fl.first; s < fl.first+fl.n; s++ {
 		d := t.stripes[s].dev
 		c := &t.dtk[d]
@@ -215,14 +218,23 @@ func (t *Twin) addStreamFlows(si int32) {
 		if t.hostQ[ch] > q {
 			q, qr = t.hostQ[ch], t.hostQRes[ch]
 		}
-		if l+rtt*q > worst {
-			worst, slow = l+rtt*q, d
-			slowNet = -1
-			if rtt*q > l {
-				slowNet = qr
-			}
+		p := slowPart{dev: d, net: -1, lat: l + rtt*q}
+		if rtt*q > l {
+			p.net = qr
+		}
+		st.slowest = append(st.slowest, p)
+		worst = max(worst, p.lat)
+	}
+	// the stream completes with its slowest stripes: keep those within
+	// equalLimit of the slowest, each of which limits it alike
+	// (docs/scenarios.md)
+	kept := st.slowest[:0]
+	for _, p := range st.slowest {
+		if p.lat >= worst*(1-equalLimit) {
+			kept = append(kept, p)
 		}
 	}
+	st.slowest = kept
 	lat := worst + req/c.nicBW
 	wantWire := st.want * amp
 	if math.IsInf(wantWire, 1) {
@@ -243,7 +255,7 @@ func (t *Twin) addStreamFlows(si int32) {
 		t.flows = append(t.flows, flow{})
 		f := &t.flows[len(t.flows)-1]
 		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
-		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, slow, slowNet
+		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, -1, -1
 		f.rec = t.streamRecord(si, st, s-fl.first)
 		dv := &t.dev[d]
 		c := &t.dtk[d]
@@ -441,12 +453,16 @@ func (t *Twin) settleFlows(now float64) {
 			// delay: the window in flight (read-ahead) limits the stream,
 			// not the link; a link is blamed once its queue at least
 			// doubles the round trip, as a device is (docs/scenarios.md)
-			if f.slowNet >= 0 && t.rq[f.slowNet] >= 2 {
-				t.noteLoss(st, capLoss/f.amp, t.causeOfRes(f.slowNet), f.slowNet)
-			} else if f.slowDev >= 0 && t.dev[f.slowDev].qmul*t.dev[f.slowDev].outlier >= 2 {
-				t.noteLoss(st, capLoss/f.amp, causeDevice, f.slowDev)
-			} else if !f.write {
-				t.noteLoss(st, capLoss/f.amp, causeReadAhead, int32(t.cliBase+slotsPerHost*int(st.client)+slotNICRx))
+			// the stream's slowest stripes share it alike
+			part := capLoss / f.amp / float64(max(1, len(st.slowest)))
+			for _, p := range st.slowest {
+				if p.net >= 0 && t.rq[p.net] >= 2 {
+					t.noteLoss(st, part, t.causeOfRes(p.net), p.net)
+				} else if p.dev >= 0 && t.dev[p.dev].qmul*t.dev[p.dev].outlier >= 2 {
+					t.noteLoss(st, part, causeDevice, p.dev)
+				} else if !f.write {
+					t.noteLoss(st, part, causeReadAhead, int32(t.cliBase+slotsPerHost*int(st.client)+slotNICRx))
+				}
 			}
 		}
 		if resLoss := f.demand - f.served; resLoss > 1e-9*f.demand && f.lim >= 0 {
@@ -565,11 +581,61 @@ func (t *Twin) bookDevice(d int32, bytes, req float64, write bool) {
 	dv.wIoMs += ms
 }
 
+// noteLoss books a shortfall of amt bytes of stream st on the resource
+// subj that caused it. A stream's goodput is the sum of its components'
+// (one flow per stripe), so each component's shortfall is that much of
+// the stream's loss, and the GPU idle time it causes is split over the
+// shortfalls in proportion (docs/scenarios.md, "GPU idle truth"): a
+// checkpoint that saturates every DS a file is striped over starves its
+// readers on all of them, not on the first stripe's.
 func (t *Twin) noteLoss(st *stream, amt float64, cause int8, subj int32) {
-	if amt > st.lossAmt {
-		st.lossCause, st.lossSubj = cause, subj
+	if amt <= 0 {
+		return
 	}
+	st.losses = addLoss(st.losses, cause, subj, amt)
 	st.lossAmt += amt
+}
+
+// slowPart is one stripe of a stream as its latency cap sees it: the
+// device, the network resource whose queue dominates its time (-1 none)
+// and that time.
+type slowPart struct {
+	dev, net int32
+	lat      float64
+}
+
+// equalLimit is how close to the slowest stripe's time another stripe's
+// must be to limit the stream alike: the queue multipliers behind it are
+// themselves averaged half-and-half per tick, so smaller differences are
+// below what the model resolves.
+const equalLimit = 0.05
+
+// lossPart is one cause's share of a shortfall: its cause, subject and
+// bytes (or, for a GPU's stall, the weight of its idle time).
+type lossPart struct {
+	cause int8
+	subj  int32
+	amt   float64
+}
+
+// addLoss adds amt to the part of ls with cause and subj, or appends one.
+func addLoss(ls []lossPart, cause int8, subj int32, amt float64) []lossPart {
+	for i := range ls {
+		if ls[i].cause == cause && ls[i].subj == subj {
+			ls[i].amt += amt
+			return ls
+		}
+	}
+	return append(ls, lossPart{cause: cause, subj: subj, amt: amt})
+}
+
+// stallTotal is the weight of a GPU's remembered stall causes.
+func stallTotal(ls []lossPart) float64 {
+	s := 0.0
+	for _, l := range ls {
+		s += l.amt
+	}
+	return s
 }
 
 // causeOfRes maps a limiting resource to its idle-time cause.

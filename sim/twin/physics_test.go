@@ -548,3 +548,48 @@ func TestTwoHotShardsOnOneDataset(t *testing.T) {
 		t.Fatalf("first fault over: files 3 and 5 get %.3f and %.3f of the picks; want 0 and 0.3", a, b)
 	}
 }
+
+// TestEquallyLimitedStripesShareTheLoss: checkpoint-storm's bursts fill
+// every DS NIC at once and its files are striped four-wide over the eight
+// DSs, so every stripe of a stream falls short alike. The GPUs' idle time
+// is the shortfall of all of them, split in proportion: every DS NIC gets
+// a like part, not the first stripe's DS all of it (docs/scenarios.md).
+func TestEquallyLimitedStripesShareTheLoss(t *testing.T) {
+	sc, err := LoadScenario("checkpoint-storm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := New(sc, 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tw.Elapsed() < 25*time.Minute {
+		tw.Step()
+	}
+	byDS := map[string]float64{}
+	for _, s := range tw.GPUStats().IdleBySubject {
+		if s.Cause == "ds_nic" {
+			byDS[s.Subject.ID] += s.Seconds
+		}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range byDS {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if len(byDS) != 8 || hi <= 0 || lo < hi/2 {
+		t.Fatalf("ds_nic idle GPU-seconds by DS %v; want all eight DSs, none below half the largest", byDS)
+	}
+	// Each DS's minute record carries the whole idle of the stalls it
+	// co-limited, more than its own part.
+	co := 0
+	for _, r := range tw.Truth() {
+		if r.Kind == "gpu_idle" && r.Params["cause"] == "ds_nic" {
+			if w, ok := r.Params["gpu_seconds_colimited"].(float64); ok && w > r.Params["gpu_seconds"].(float64) {
+				co++
+			}
+		}
+	}
+	if co == 0 {
+		t.Error("no ds_nic gpu_idle record with gpu_seconds_colimited above its gpu_seconds")
+	}
+}

@@ -63,7 +63,7 @@ func (t *Twin) appendPendingIdle(out []TruthRecord) []TruthRecord {
 		for s, v := range t.idleMinute[c] {
 			if v > 0 {
 				out = append(out, TruthRecord{Kind: "gpu_idle", Subject: t.subjectOf(c, s), Start: t.at(start), End: t.at(end),
-					Params: map[string]any{"cause": causeNames[c], "gpu_seconds": math.Round(v*1000) / 1000}})
+					Params: t.idleParams(c, s, v)})
 			}
 		}
 	}
@@ -92,6 +92,28 @@ func (t *Twin) addIdle(cause, subj int, sec float64) {
 	t.idleMinute[cause][subj] += sec
 }
 
+// addStallIdle splits one GPU's idle seconds over its stall's causes in
+// proportion, and books the whole of them as co-limited idle on each cause
+// whose part is at least half the largest: those limit the GPU alike
+// (docs/scenarios.md), and the GPU-minute a scorer asks of a target is
+// the GPU's, not one of its causes' share.
+func (t *Twin) addStallIdle(stall []lossPart, idle float64) {
+	tot, top := 0.0, 0.0
+	for _, l := range stall {
+		tot += l.amt
+		top = max(top, l.amt)
+	}
+	if tot <= 0 {
+		return
+	}
+	for _, l := range stall {
+		t.addIdle(int(l.cause), int(l.subj), idle*l.amt/tot)
+		if l.amt >= top/2 {
+			t.idleCoMinute[l.cause][l.subj] += idle
+		}
+	}
+}
+
 // flushIdleMinute turns a minute of GPU idle time into gpu_idle truth
 // records, one per cause and subject, in index order.
 func (t *Twin) flushIdleMinute(start, end float64) {
@@ -101,13 +123,23 @@ func (t *Twin) flushIdleMinute(start, end float64) {
 			if v <= 0 {
 				continue
 			}
-			i := t.openTruth("gpu_idle", t.subjectOf(c, s), start, map[string]any{
-				"cause": causeNames[c], "gpu_seconds": math.Round(v*1000) / 1000,
-			})
+			i := t.openTruth("gpu_idle", t.subjectOf(c, s), start, t.idleParams(c, s, v))
 			t.closeTruth(i, end)
 			row[s] = 0
+			t.idleCoMinute[c][s] = 0
 		}
 	}
+}
+
+// idleParams are a gpu_idle record's parameters: its cause, its GPU-seconds
+// and, where it was one of equally limiting causes of a stall, the
+// GPU-seconds of the stalls it took part in (gpu_seconds_colimited).
+func (t *Twin) idleParams(c, s int, v float64) map[string]any {
+	p := map[string]any{"cause": causeNames[c], "gpu_seconds": math.Round(v*1000) / 1000}
+	if co := t.idleCoMinute[c][s]; co > v*(1+1e-9) {
+		p["gpu_seconds_colimited"] = math.Round(co*1000) / 1000
+	}
+	return p
 }
 
 // subjectOf names the subject of an idle-time cause: a resource index, or

@@ -90,10 +90,13 @@ type Twin struct {
 	// ground truth of GPU idle time: [cause][subject index]
 	idleTotal  [numCauses][]float64
 	idleMinute [numCauses][]float64
-	minuteOf   int64
-	busySec    float64
-	allocSec   float64
-	ioErrors   float64
+	// idleCoMinute is, per cause and subject, the whole idle time of the
+	// stalls it co-limited this minute (addStallIdle)
+	idleCoMinute [numCauses][]float64
+	minuteOf     int64
+	busySec      float64
+	allocSec     float64
+	ioErrors     float64
 
 	// remediation scoring (ground truth, never shown to ballast): bytes
 	// copies and read-backs moved while a checkpoint burst was on,
@@ -194,8 +197,10 @@ type gpu struct {
 	pcieRx  float64
 	lastRx  float64
 	energyJ float64
-	cause   int8 // last data-stall cause
-	causeS  int32
+	// stall is the last data stall's causes, each with its part of the
+	// streams' shortfall: idle time while the queue drains afterwards is
+	// split the same way
+	stall []lossPart
 }
 
 type pool struct {
@@ -352,7 +357,7 @@ func (t *Twin) build() error {
 				addr:     fmt.Sprintf("10.2.%d.%d", n/250, n%250+1),
 			}
 			for k := 0; k < g.GPUs; k++ {
-				t.gpus = append(t.gpus, gpu{client: int32(n), index: int32(k), job: -1, cause: -1, causeS: -1})
+				t.gpus = append(t.gpus, gpu{client: int32(n), index: int32(k), job: -1})
 			}
 			t.cli = append(t.cli, c)
 		}
@@ -395,6 +400,7 @@ func (t *Twin) build() error {
 	for c := range t.idleTotal {
 		t.idleTotal[c] = make([]float64, nRes+len(sc.Workloads))
 		t.idleMinute[c] = make([]float64, nRes+len(sc.Workloads))
+		t.idleCoMinute[c] = make([]float64, nRes+len(sc.Workloads))
 	}
 	for i := range t.dev {
 		t.dev[i].smart = newSmart(&t.dev[i])

@@ -32,13 +32,16 @@ type stream struct {
 	got     float64 // goodput delivered this tick, bytes
 	appReq  float64 // application request size, bytes
 	depth   float64 // outstanding application requests
-	// dominant reason the stream got less than it wanted this tick
-	lossAmt   float64
-	lossCause int8
-	lossSubj  int32
-	errored   bool
-	errDown   bool  // the error is a hang on a lost data server
-	errTicks  int32 // consecutive ticks with errors
+	// what the stream got less than it wanted this tick, in total and by
+	// the cause and subject of each shortfall
+	lossAmt float64
+	losses  []lossPart
+	// slowest are the stripes that set the stream's latency cap this
+	// tick (within equalLimit of the slowest)
+	slowest  []slowPart
+	errored  bool
+	errDown  bool  // the error is a hang on a lost data server
+	errTicks int32 // consecutive ticks with errors
 }
 
 // job is the runtime state of one workload.
@@ -429,15 +432,17 @@ func (t *Twin) settleJobs(now float64) {
 				continue
 			}
 			if lossTot > 0 {
+				// every shortfall of the GPU's streams takes its part of
+				// the idle time, and is remembered as the stall's causes
+				gp.stall = gp.stall[:0]
 				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
-					st := &t.streams[s]
-					if st.lossAmt > 0 {
-						t.addIdle(int(st.lossCause), int(st.lossSubj), idle*st.lossAmt/lossTot)
-						gp.cause, gp.causeS = st.lossCause, st.lossSubj
+					for _, l := range t.streams[s].losses {
+						gp.stall = addLoss(gp.stall, l.cause, l.subj, l.amt)
 					}
 				}
-			} else if gp.cause >= 0 && gp.causeS >= 0 && gp.cause != int8(causeLoader) {
-				t.addIdle(int(gp.cause), int(gp.causeS), idle)
+				t.addStallIdle(gp.stall, idle)
+			} else if stallTotal(gp.stall) > 0 {
+				t.addStallIdle(gp.stall, idle)
 			} else {
 				t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, idle)
 			}
