@@ -260,6 +260,11 @@ func demoConfig(opts DemoOptions) cluster.MDSConfig {
 	// history need no result cache.
 	cfg.Storage.Retention = cluster.Duration(365 * 24 * time.Hour)
 	cfg.Storage.QueryCache = false
+	// Under the simulated clock the store is flushed before every tick
+	// (Flush in the tick loop), which makes everything written so far
+	// searchable; the wall-clock refresher would only cut more small parts
+	// for VictoriaMetrics to merge while the run goes 40–150× real time.
+	cfg.Storage.RefreshInterval = 0
 	// The demo's capacity report (WriteCapacityReport) is the one the
 	// mds serves and the console links to.
 	cfg.Report.CapacityDir = filepath.Join(opts.OutDir, "report")
