@@ -68,6 +68,9 @@ type Window struct {
 	// Periodicity is the confidence (0..1) of a periodic write rhythm from
 	// the checkpoint analyzer; 0 when none.
 	Periodicity float64
+	// GPUNode says the group's nodes carry GPUs (their agents export
+	// DCGM series); false when they carry none or it is unknown.
+	GPUNode bool
 	// ReadInFlight is the mean number of READ requests outstanding over
 	// the window (mountstats READ execute time ÷ window length, Little's
 	// law); 0 or NaN when unknown.
@@ -89,6 +92,7 @@ type Features struct {
 	Periodicity      float64
 	BytesPerSecond   float64
 	ReadInFlight     float64 // NaN unknown
+	GPUNode          bool
 	WindowSeconds    float64
 	TotalBytes       float64
 	supportingRamps  map[string]float64
@@ -169,7 +173,7 @@ const kib = 1024
 
 // Extract computes the features of w.
 func Extract(w Window) Features {
-	f := Features{Sequential: w.Sequential, Amplification: w.ReadAmplification, Periodicity: w.Periodicity, Burstiness: math.NaN()}
+	f := Features{Sequential: w.Sequential, Amplification: w.ReadAmplification, Periodicity: w.Periodicity, Burstiness: math.NaN(), GPUNode: w.GPUNode}
 	f.ReadInFlight = math.NaN()
 	if w.ReadInFlight > 0 {
 		f.ReadInFlight = w.ReadInFlight
@@ -228,7 +232,15 @@ func memberships(f Features) map[string]float64 {
 		sequential = math.Min(1-ramp(f.Amplification, 1.1, 1.5), 1-small)
 	}
 	veryLarge := ramp(log2(f.MeanReadBytes), log2(512*kib), log2(1024*kib))
+	gpu := 0.0
+	if f.GPUNode {
+		gpu = 1
+	}
 	return map[string]float64{
+		// a loader whose read-ahead was raised sends scan-sized requests;
+		// on a GPU node it is still feeding the GPUs
+		"loader_reads":  math.Max(ramp(log2(f.MeanReadBytes), log2(32*kib), log2(128*kib))*(1-veryLarge), veryLarge*gpu),
+		"cpu_node":      1 - gpu,
 		"read_heavy":    ramp(f.ReadFraction, 0.6, 0.85),
 		"writes_matter": ramp(1-f.ReadFraction, 0.2, 0.4),
 		"large_writes":  ramp(log2(f.MeanWriteBytes), log2(256*kib), log2(1024*kib)),
@@ -257,8 +269,9 @@ func smallRequests(b float64) float64 {
 }
 
 // rules defines each class as the product of its statements. Training
-// loaders read shards (sequential within a file, 64 KiB–512 KiB requests)
-// at the steady pace of the GPUs; scans stream large requests; inference
+// loaders read shards (sequential within a file, 64 KiB–512 KiB requests,
+// larger once read-ahead grows them) at the steady pace of the GPUs, on the
+// GPU nodes they feed; scans stream large requests from CPU nodes; inference
 // reads weights at random; checkpoints write large requests in bursts. A
 // checkpoint needs only a third of the window's bytes to be its writes: a
 // training job keeps reading while it checkpoints, and the window is about
@@ -268,8 +281,8 @@ var rules = []struct {
 	terms []string
 }{
 	{Checkpoint, []string{"writes_matter", "large_writes", "bursty"}},
-	{AnalyticsScan, []string{"read_heavy", "sequential", "scan_reads"}},
-	{TrainingRead, []string{"read_heavy", "not_random", "shard_reads", "steady"}},
+	{AnalyticsScan, []string{"read_heavy", "sequential", "scan_reads", "cpu_node"}},
+	{TrainingRead, []string{"read_heavy", "not_random", "loader_reads", "steady"}},
 	{Inference, []string{"read_heavy", "random"}},
 }
 

@@ -381,3 +381,20 @@ func TestDemandRiseIsAShift(t *testing.T) {
 		t.Errorf("a server lost for 10 minutes: got %d shifts (%s); want none", len(got), got[0].Summary)
 	}
 }
+
+// TestLoaderWithLargeReadAheadOnGPUNode: once the read-ahead loop raises a
+// starved loader's read-ahead to 1 MiB its READs are scan-sized; on the GPU
+// node it feeds it is still training, while the same reads from a node
+// without GPUs are a scan. The old classifier called the loader a scan.
+func TestLoaderWithLargeReadAheadOnGPUNode(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectClient, ID: "edge00"}
+	w := minuteWindow(s, 0, 3e9, mib, 1, 0, 0)
+	w.GPUNode = true
+	if l := Classify(w, Options{}); l.Class != TrainingRead {
+		t.Errorf("GPU node: got %s (scores %v); want training-read", l.Class, l.Scores)
+	}
+	w.GPUNode = false
+	if l := Classify(w, Options{}); l.Class != AnalyticsScan {
+		t.Errorf("CPU node: got %s (scores %v); want analytics-scan", l.Class, l.Scores)
+	}
+}

@@ -125,6 +125,17 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 		return nil, err
 	}
 	cur := readMountCounters(series)
+	// groups whose nodes carry GPUs: a loader feeds them, a scan does not
+	gpuSeries, err := w.a.q.Query(ctx, gpuQuery, now)
+	if err != nil {
+		return nil, err
+	}
+	gpuNode := map[models.Subject]bool{}
+	for i := range gpuSeries {
+		if g, ok := groupOf(&gpuSeries[i]); ok {
+			gpuNode[g] = true
+		}
+	}
 	subs := make([]models.Subject, 0, len(cur))
 	for g := range cur {
 		subs = append(subs, g)
@@ -150,6 +161,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			Subject: s, Start: g.winStart, End: now,
 			ReadBytes: g.sum.read, WriteBytes: g.sum.write, ReadOps: g.sum.readOps, WriteOps: g.sum.writeOps,
 			Sequential: math.NaN(), ReadAmplification: math.NaN(), Bandwidth: g.bandwidth,
+			GPUNode: gpuNode[s],
 		}
 		if g.sum.read > 0 {
 			win.ReadAmplification = g.sum.serverRead / g.sum.read
