@@ -142,6 +142,7 @@ type Engine struct {
 	kids     map[string][]string  // plan id → move ids, in plan order
 	due      map[string]time.Time // next reconcile time per open action
 	inflight map[string]bool      // keys a worker is reconciling
+	paused   map[string]string    // moves whose data movement is paused for a checkpoint window → why
 	findings map[string]models.Finding
 	ended    map[string]time.Time // subject key → end of its last action
 	devs     map[string]Device    // last device table, by id
@@ -221,6 +222,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.devs, e.width, e.mirrors = map[string]Device{}, map[string]int{}, map[string]int{}
 	e.raReports = map[string]raReport{}
 	e.raBurst = map[string]time.Time{}
+	e.paused = map[string]string{}
 	if e.opts.Load != nil {
 		as, err := e.opts.Load()
 		if err != nil {
@@ -526,6 +528,7 @@ func (e *Engine) reconcileAll(ctx context.Context, now time.Time) error {
 	}
 	_, moves := e.openIDs(now)
 	g := e.newGuards(now)
+	e.pauseMoves(ctx, g)
 	for _, id := range moves {
 		a, ok := e.get(id)
 		if !ok {

@@ -347,6 +347,121 @@ func TestEngineGuardCheckpointBurstUnderWay(t *testing.T) {
 	}
 }
 
+// Copies under way when a checkpoint window opens (a burst seen under
+// way, or a forecast window reached) are paused, not left to finish inside
+// it, and resume when it ends; urgent moves go on.
+func TestEngineCheckpointPausesRunningCopies(t *testing.T) {
+	for _, how := range []string{"burst", "forecast"} {
+		t.Run(how, func(t *testing.T) {
+			m, heat := hotCluster()
+			m.copyPolls = 8 // a copy takes 9 ticks
+			r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+			hot := hotspot("d0", t0)
+			running := func() (n int) {
+				for _, mv := range r.moves() {
+					if mv.State == models.ActionRunning && mv.Move.Phase == models.PhaseCopying {
+						n++
+					}
+				}
+				return n
+			}
+			for i := 0; i < 30 && running() == 0; i++ {
+				r.runFor(1, heat, hot)
+			}
+			if running() == 0 {
+				t.Fatal("no copy under way; want moves copying when the window opens")
+			}
+			var win models.Finding
+			if how == "burst" {
+				win = models.Finding{ID: "checkpoint_burst:client:gpu00:1", Kind: "checkpoint_burst", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+					Severity: models.SeverityInfo, Start: r.now, LastSeen: r.now}
+			} else {
+				// forecast earlier (no move would have started), the window
+				// is reached now
+				win = models.Finding{ID: "checkpoint_forecast:client:gpu00:1", Kind: "checkpoint_forecast", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+					Severity: models.SeverityInfo, Start: r.now, LastSeen: r.now, Evidence: []models.Evidence{
+						{Name: "next_start", Value: float64(r.now.Unix())}, {Name: "next_end", Value: float64(r.now.Add(3 * time.Minute).Unix())}}}
+			}
+			before := map[string]models.MovePhase{}
+			for _, mv := range r.moves() {
+				before[mv.ID] = mv.Move.Phase
+			}
+			r.runFor(15, heat, hot, win) // 150 s: the copies would have finished
+			for _, mv := range r.moves() {
+				if mv.Move.Phase != before[mv.ID] {
+					t.Errorf("move %s went from %s to %s inside the checkpoint window; want it paused", mv.ID, before[mv.ID], mv.Move.Phase)
+				}
+				if mv.State == models.ActionRunning && !strings.HasPrefix(mv.Blocked, GuardCheckpoint+": paused") {
+					t.Errorf("running move %s held by %q; want paused by checkpoint_window", mv.ID, mv.Blocked)
+				}
+			}
+			m.mu.Lock()
+			paused, steps := len(m.paused), m.stepsWhilePaused
+			m.mu.Unlock()
+			if paused == 0 || paused != running() {
+				t.Errorf("%d copies paused in the driver; want the %d running", paused, running())
+			}
+			if steps != 0 {
+				t.Errorf("the engine called Copy or Verify %d times on a paused copy; want 0", steps)
+			}
+			// the window ends: the copies resume and every move finishes
+			if how == "burst" {
+				win.End, win.LastSeen = r.now, r.now
+			} else {
+				r.now = r.now.Add(time.Minute) // past next_end and the margin
+			}
+			r.runFor(60, heat, hot, win)
+			m.mu.Lock()
+			paused = len(m.paused)
+			m.mu.Unlock()
+			if paused != 0 {
+				t.Errorf("%d copies still paused after the window; want 0", paused)
+			}
+			for _, mv := range r.moves() {
+				if mv.State != models.ActionSucceeded {
+					t.Errorf("move %s: %s (%s, blocked %q); want succeeded after the window", mv.ID, mv.State, mv.Reason, mv.Blocked)
+				}
+			}
+			for name, l := range m.layouts {
+				dev := l.Mirrors[0][0].Device
+				if got := string(m.data[m.key(dev, name, 0, 0)]); got != fmt.Sprintf("%s/0/100", name) {
+					t.Errorf("%s on %s holds %q; want its original bytes", name, dev, got)
+				}
+			}
+		})
+	}
+}
+
+// An urgent move (a drive about to fail) is never paused by a window.
+func TestEngineCheckpointKeepsUrgentCopiesGoing(t *testing.T) {
+	m, heat := hotCluster()
+	m.copyPolls = 3
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	risk := models.Finding{ID: "drive_failure_risk/device:ds1/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds1/nvme0"},
+		Severity: models.SeverityCritical, Start: r.now, LastSeen: r.now}
+	burst := models.Finding{ID: "checkpoint_burst:client:gpu00:1", Kind: "checkpoint_burst", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+		Severity: models.SeverityInfo, Start: r.now, LastSeen: r.now}
+	r.runFor(40, heat, risk, burst)
+	done := 0
+	for _, mv := range r.moves() {
+		if !mv.Urgent {
+			continue
+		}
+		if strings.HasPrefix(mv.Blocked, GuardCheckpoint) {
+			t.Errorf("urgent move %s held by %q inside the burst; want it going on", mv.ID, mv.Blocked)
+		}
+		if mv.State == models.ActionSucceeded {
+			done++
+		}
+	}
+	if done == 0 {
+		t.Error("no urgent move finished inside the burst; want the evacuation to go on")
+	}
+	if n := m.calls["pause"]; n != 0 {
+		t.Errorf("%d pauses; want none for urgent moves", n)
+	}
+}
+
 func TestEngineEvacuatesToSpare(t *testing.T) {
 	m, heat := hotCluster()
 	r := newRig(t, m, testConfig(models.ModeAuto), "")

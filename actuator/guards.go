@@ -1,8 +1,11 @@
 package actuator
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
@@ -139,6 +142,113 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 	g.lastHour += m.Bytes
 	return "", ""
 }
+
+// openWindow returns the checkpoint window now falls in (a forecast
+// window reached, or a burst under way; both widened by
+// checkpoint_margin), if any.
+func (g *guards) openWindow() (window, bool) {
+	for _, w := range g.windows {
+		if !g.now.Before(w.from) && g.now.Before(w.to) {
+			return w, true
+		}
+	}
+	return window{}, false
+}
+
+// pauseMoves pauses the copy and read-back of every running non-urgent
+// move while a checkpoint window is open, and resumes them when it ends
+// (the admit guard keeps new moves from starting; this holds the ones
+// already under way). Urgent moves (a drive about to fail) go on. Only a
+// Pauser driver can pause; with another, a copy under way finishes.
+func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
+	pz, ok := e.mover.(Pauser)
+	if !ok {
+		return
+	}
+	w, open := g.openWindow()
+	type todo struct {
+		a     models.Action
+		pause bool
+	}
+	var work []todo
+	e.mu.Lock()
+	for id, a := range e.acts {
+		if a.Move == nil {
+			continue
+		}
+		ph := a.Move.Phase
+		moving := a.State == models.ActionRunning && !a.Urgent && (ph == models.PhaseCopying || ph == models.PhaseCopied)
+		switch {
+		case moving && open && e.paused[id] == "":
+			work = append(work, todo{*a, true})
+		case e.paused[id] != "" && (!moving || !open):
+			// the window ended, or the move did (aborted, cancelled): the
+			// driver lets it go, so that a retry of it is not held
+			work = append(work, todo{*a, false})
+		}
+	}
+	e.mu.Unlock()
+	sort.Slice(work, func(i, j int) bool { return work[i].a.ID < work[j].a.ID })
+	for _, t := range work {
+		if err := pz.Pause(ctx, t.a.ID, *t.a.Move, t.pause); err != nil {
+			e.log.Warn("cannot pause or resume a move", "action", t.a.ID, "pause", t.pause, "err", err)
+			continue
+		}
+		why := ""
+		if t.pause {
+			why = fmt.Sprintf("%s while %s checkpoints (predicted or under way) %s–%s (with checkpoint_margin); resumes when the window ends",
+				pausedPrefix, w.subject, w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339))
+			e.met.refused(GuardCheckpoint)
+		}
+		// the move's own step journals why it is held (it holds the key)
+		e.mu.Lock()
+		if t.pause {
+			e.paused[t.a.ID] = why
+		} else {
+			delete(e.paused, t.a.ID)
+		}
+		e.mu.Unlock()
+		if t.pause {
+			e.log.Info("move paused for a checkpoint window", "action", t.a.ID, "window", w.subject)
+		} else {
+			e.log.Info("move resumed after a checkpoint window", "action", t.a.ID)
+		}
+	}
+}
+
+// pausedWhy says why move id's data movement is paused, or "" when it
+// is not.
+func (e *Engine) pausedWhy(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paused[id]
+}
+
+// holdPaused is a paused move's step: it journals why the move is held
+// (once), asks nothing of the mover and looks again at the next poll. A
+// resumed move's hold is cleared. It reports whether the move is paused.
+func (e *Engine) holdPaused(a *models.Action, now time.Time) (bool, error) {
+	why := e.pausedWhy(a.ID)
+	if why == "" {
+		if strings.HasPrefix(a.Blocked, pausedPrefix) {
+			a.Blocked, a.Updated = "", now
+			if err := e.save(a); err != nil {
+				e.requeue(a.ID, now.Add(e.backoff(1)))
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	e.requeue(a.ID, now.Add(e.pollEvery()))
+	if a.Blocked == why {
+		return true, nil
+	}
+	a.Blocked, a.Updated = why, now
+	return true, e.save(a)
+}
+
+// pausedPrefix starts the hold of a move paused for a checkpoint window.
+const pausedPrefix = GuardCheckpoint + ": paused"
 
 // rateFor is the pace of a copy: the device and DS shares of bandwidth
 // migration may take, split over the copies on each.

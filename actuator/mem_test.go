@@ -31,10 +31,30 @@ type memMover struct {
 	// copyPolls+1-th call
 	copyPolls int
 	polls     map[string]int
+	// paused holds the copies (key of the destination) paused by Pause;
+	// stepsWhilePaused counts Copy and Verify calls made on one anyway
+	paused           map[string]bool
+	stepsWhilePaused int
+}
+
+var _ Pauser = (*memMover)(nil)
+
+func (m *memMover) Pause(_ context.Context, _ string, mv models.Move, paused bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.key(mv.To, mv.File, mv.Mirror, mv.Component)
+	if paused {
+		m.calls["pause"]++
+		m.paused[k] = true
+	} else {
+		m.calls["resume"]++
+		delete(m.paused, k)
+	}
+	return nil
 }
 
 func newMem() *memMover {
-	return &memMover{layouts: map[string]*Layout{}, data: map[string][]byte{}, calls: map[string]int{}, commits: map[string]int{}, failNext: map[string]error{}, polls: map[string]int{}}
+	return &memMover{layouts: map[string]*Layout{}, data: map[string][]byte{}, calls: map[string]int{}, commits: map[string]int{}, failNext: map[string]error{}, polls: map[string]int{}, paused: map[string]bool{}}
 }
 
 func (m *memMover) key(dev, file string, mi, ci int) string {
@@ -119,6 +139,10 @@ func (m *memMover) Copy(_ context.Context, r CopyRequest) (Progress, error) {
 		return Progress{}, err
 	}
 	mv := r.Move
+	if m.paused[m.key(mv.To, mv.File, mv.Mirror, mv.Component)] {
+		m.stepsWhilePaused++
+		return Progress{}, nil
+	}
 	if m.copyPolls > 0 {
 		k := m.key(mv.To, mv.File, mv.Mirror, mv.Component)
 		if m.polls[k] < m.copyPolls {
@@ -142,6 +166,10 @@ func (m *memMover) Verify(_ context.Context, mv models.Move) (VerifyResult, erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls["verify"]++
+	if m.paused[m.key(mv.To, mv.File, mv.Mirror, mv.Component)] {
+		m.stepsWhilePaused++
+		return VerifyResult{}, nil
+	}
 	a, b := m.data[m.key(mv.From, mv.File, mv.Mirror, mv.Component)], m.data[m.key(mv.To, mv.File, mv.Mirror, mv.Component)]
 	return VerifyResult{Done: true, Match: sum(a) == sum(b), Checksum: sum(a), CopyChecksum: sum(b)}, nil
 }

@@ -148,6 +148,22 @@ type Mover interface {
 	SetState(ctx context.Context, s models.Subject, st DeviceState) error
 }
 
+// Pauser is a Mover that can hold a move's data movement while it is
+// under way and let it go on later: the engine pauses a non-urgent move's
+// copy and read-back while a checkpoint window is open (a forecast window
+// reached, or a burst seen under way) and resumes it when the window ends.
+// A paused move moves no bytes: an asynchronous driver stops its copy or
+// read-back where it is; a synchronous one returns from a Copy or Verify
+// in progress as not done (keeping what it copied, so that the next call
+// after the resume goes on from there) and does nothing while paused.
+// Pausing must not change what the move produces: a paused and resumed
+// copy ends byte-identical to one that never paused. Pause is idempotent;
+// id is the move's action id (CopyRequest.ID). A driver without it (exec:
+// its commands are opaque) lets a copy it has under way finish.
+type Pauser interface {
+	Pause(ctx context.Context, id string, m models.Move, paused bool) error
+}
+
 // Successor is a Mover whose state both mds of an HA pair reach (the files
 // driver's layout store). The engine calls TakeOver when this mds becomes
 // leader with a new epoch, before it takes any step: the driver fences

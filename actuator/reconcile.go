@@ -128,6 +128,9 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		a.Blocked = ""
 		return false, e.saveMove(&a, m, now, "")
 	case models.PhaseCopying:
+		if held, err := e.holdPaused(&a, now); held || err != nil {
+			return true, err
+		}
 		pr, err := e.mover.Copy(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent, Plan: planRef(&p)})
 		if err != nil {
 			return true, e.retry(&a, now, "copy", err)
@@ -140,6 +143,9 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		m.Phase, m.BytesCopied = models.PhaseCopied, pr.Bytes
 		return false, e.saveMove(&a, m, now, "")
 	case models.PhaseCopied:
+		if held, err := e.holdPaused(&a, now); held || err != nil {
+			return true, err
+		}
 		v, err := e.mover.Verify(ctx, m)
 		if err != nil {
 			return true, e.retry(&a, now, "verify", err)

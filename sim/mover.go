@@ -21,7 +21,10 @@ type twinMover struct {
 	mu *sync.Mutex // the demo's lock on the twin
 }
 
-var _ actuator.Mover = (*twinMover)(nil)
+var (
+	_ actuator.Mover  = (*twinMover)(nil)
+	_ actuator.Pauser = (*twinMover)(nil)
+)
 
 func (m *twinMover) Capabilities() actuator.Capabilities {
 	return actuator.Capabilities{Name: "twin", Simulated: true, Async: true, SetState: true}
@@ -88,6 +91,12 @@ func (m *twinMover) Copy(_ context.Context, r actuator.CopyRequest) (actuator.Pr
 	moved, done, err := m.tw.StartCopy(r.Move.File, r.Move.Component, r.Move.To, r.RateLimit, r.Urgent, r.ID)
 	m.mu.Unlock()
 	return actuator.Progress{Done: done, Bytes: int64(moved)}, twinErr(err)
+}
+
+func (m *twinMover) Pause(_ context.Context, _ string, mv models.Move, paused bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return twinErr(m.tw.PauseCopy(mv.File, mv.Component, mv.To, paused))
 }
 
 func (m *twinMover) Verify(_ context.Context, mv models.Move) (actuator.VerifyResult, error) {

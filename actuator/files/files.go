@@ -118,6 +118,32 @@ type Driver struct {
 	// mu serialises this process's store writes (flock is per open file,
 	// so goroutines of one process need their own lock too).
 	mu sync.Mutex
+	// paused holds the moves (moveID) whose copy or read-back is paused
+	// (Pause); in memory only: after a restart the engine pauses again.
+	paused sync.Map
+}
+
+var (
+	_ actuator.Mover  = (*Driver)(nil)
+	_ actuator.Pauser = (*Driver)(nil)
+)
+
+// Pause implements actuator.Pauser: a paused move's Copy and Verify read
+// and write nothing and return not done; one under way stops at its next
+// chunk, keeping its part file (fsynced), so the copy after the resume
+// goes on from where it stopped and ends byte-identical.
+func (d *Driver) Pause(_ context.Context, _ string, m models.Move, paused bool) error {
+	if paused {
+		d.paused.Store(moveID(m), true)
+	} else {
+		d.paused.Delete(moveID(m))
+	}
+	return nil
+}
+
+func (d *Driver) isPaused(m models.Move) bool {
+	_, ok := d.paused.Load(moveID(m))
+	return ok
 }
 
 // New returns a files driver for o; it creates the store's folders.
@@ -354,6 +380,9 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 	if err := d.recordMove(r); err != nil {
 		return actuator.Progress{}, err
 	}
+	if d.isPaused(m) {
+		return actuator.Progress{Bytes: partSize(dst, r.ID, d.epoch.Load())}, nil
+	}
 	in, err := os.Open(src)
 	if errors.Is(err, fs.ErrNotExist) {
 		return actuator.Progress{}, actuator.Permanent(fmt.Errorf("cannot copy %s: the source %s is missing", m.File, src))
@@ -410,6 +439,13 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 			os.Remove(part)
 			return actuator.Progress{}, fmt.Errorf("cannot copy %s: %w", m.File, err)
 		}
+		if d.isPaused(m) {
+			// what was copied stays in the part file for the resume
+			if err := out.Sync(); err != nil {
+				return actuator.Progress{}, fmt.Errorf("cannot sync %s: %w", part, err)
+			}
+			return actuator.Progress{Bytes: off + done}, nil
+		}
 		n := min(int64(d.cfg.BufferBytes), size-off-done)
 		w, err := io.CopyN(out, in, n)
 		done += w
@@ -446,8 +482,13 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 	return actuator.Progress{Done: true, Bytes: size}, nil
 }
 
-// Verify reads both copies back and compares their SHA-256.
+// Verify reads both copies back and compares their SHA-256. A paused
+// move's read-back stops and reports not done (it starts over after the
+// resume).
 func (d *Driver) Verify(ctx context.Context, m models.Move) (actuator.VerifyResult, error) {
+	if d.isPaused(m) {
+		return actuator.VerifyResult{}, nil
+	}
 	src, err := d.path(m.From, m.File)
 	if err != nil {
 		return actuator.VerifyResult{}, err
@@ -456,16 +497,22 @@ func (d *Driver) Verify(ctx context.Context, m models.Move) (actuator.VerifyResu
 	if err != nil {
 		return actuator.VerifyResult{}, err
 	}
-	a, err := d.checksum(ctx, src)
+	a, err := d.checksum(ctx, src, m)
 	if errors.Is(err, fs.ErrNotExist) {
 		return actuator.VerifyResult{}, actuator.Permanent(fmt.Errorf("cannot verify %s: the source %s is missing", m.File, src))
+	}
+	if errors.Is(err, errPaused) {
+		return actuator.VerifyResult{}, nil
 	}
 	if err != nil {
 		return actuator.VerifyResult{}, err
 	}
-	b, err := d.checksum(ctx, dst)
+	b, err := d.checksum(ctx, dst, m)
 	if errors.Is(err, fs.ErrNotExist) {
 		return actuator.VerifyResult{Done: true, Checksum: a, CopyChecksum: "missing"}, nil
+	}
+	if errors.Is(err, errPaused) {
+		return actuator.VerifyResult{}, nil
 	}
 	if err != nil {
 		return actuator.VerifyResult{}, err
@@ -473,8 +520,21 @@ func (d *Driver) Verify(ctx context.Context, m models.Move) (actuator.VerifyResu
 	return actuator.VerifyResult{Done: true, Match: a == b, Checksum: a, CopyChecksum: b}, nil
 }
 
-// checksum is "sha256:HEX" of the file at p.
-func (d *Driver) checksum(ctx context.Context, p string) (string, error) {
+// errPaused stops a read-back whose move was paused.
+var errPaused = errors.New("paused")
+
+// partSize is the size of a copy's part file (0 when there is none).
+func partSize(dst, id string, epoch uint64) int64 {
+	fi, err := os.Stat(partPath(dst, id, epoch))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// checksum is "sha256:HEX" of the file at p, read back for move m
+// (errPaused when m is paused meanwhile).
+func (d *Driver) checksum(ctx context.Context, p string, m models.Move) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err
@@ -485,6 +545,9 @@ func (d *Driver) checksum(ctx context.Context, p string) (string, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", err
+		}
+		if d.isPaused(m) {
+			return "", errPaused
 		}
 		k, err := f.Read(buf)
 		h.Write(buf[:k])
@@ -615,6 +678,7 @@ func (d *Driver) Cleanup(ctx context.Context, m models.Move) error {
 // references it; a commit pending for the move is finished first, and if
 // the hook applied it the move is committed and cannot be aborted.
 func (d *Driver) Abort(ctx context.Context, m models.Move) error {
+	d.paused.Delete(moveID(m)) // a copy made again later starts unpaused
 	return d.fencedLocked(func() error {
 		l, err := d.resolve(ctx, m.File)
 		if err != nil && !errors.Is(err, actuator.ErrNotFound) {

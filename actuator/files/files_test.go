@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/cluster/ha"
@@ -394,5 +395,73 @@ func TestFilesDeposedLeaderIsFenced(t *testing.T) {
 	}
 	if err := b.Cleanup(ctx, m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A copy paused under way stops at its next chunk and keeps its part
+// file; while paused Copy and Verify move nothing; after the resume the
+// copy goes on from where it stopped and ends byte-identical.
+func TestFilesPauseAndResume(t *testing.T) {
+	r := newRig(t, 4_000_000)
+	ctx := context.Background()
+	m := r.move()
+	dst := filepath.Join(r.b, "set", "f1")
+	part := partPath(dst, "mv1", 0)
+	type result struct {
+		pr  actuator.Progress
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		// paced at 100 kB/s the copy would take 40 s: it is paused long before
+		pr, err := r.d.Copy(ctx, actuator.CopyRequest{ID: "mv1", Move: m, RateLimit: 100_000})
+		res <- result{pr, err}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(part); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy wrote nothing to its part file")
+		}
+	}
+	if err := r.d.Pause(ctx, "mv1", m, true); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil || got.pr.Done || got.pr.Bytes <= 0 || got.pr.Bytes >= int64(len(r.data)) {
+		t.Fatalf("paused Copy = %+v, %v; want not done, part of the bytes", got.pr, got.err)
+	}
+	if fi, err := os.Stat(part); err != nil || fi.Size() != got.pr.Bytes {
+		t.Fatalf("part file after the pause: %v, %v; want %d bytes kept", fi, err, got.pr.Bytes)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("destination in place while paused: %v", err)
+	}
+	// paused: nothing moves, nothing is read back
+	pr, err := r.d.Copy(ctx, actuator.CopyRequest{ID: "mv1", Move: m})
+	if err != nil || pr.Done || pr.Bytes != got.pr.Bytes {
+		t.Fatalf("Copy while paused = %+v, %v; want not done at %d bytes", pr, err, got.pr.Bytes)
+	}
+	if fi, _ := os.Stat(part); fi.Size() != got.pr.Bytes {
+		t.Fatalf("part file grew to %d bytes while paused; want %d", fi.Size(), got.pr.Bytes)
+	}
+	if v, err := r.d.Verify(ctx, m); err != nil || v.Done {
+		t.Fatalf("Verify while paused = %+v, %v; want not done", v, err)
+	}
+	// resumed: the copy goes on from the part file
+	if err := r.d.Pause(ctx, "mv1", m, false); err != nil {
+		t.Fatal(err)
+	}
+	pr, err = r.d.Copy(ctx, actuator.CopyRequest{ID: "mv1", Move: m})
+	if err != nil || !pr.Done || pr.Bytes != int64(len(r.data)) {
+		t.Fatalf("Copy after the resume = %+v, %v; want done, %d bytes", pr, err, len(r.data))
+	}
+	if !bytes.Equal(mustRead(t, dst), r.data) {
+		t.Fatal("a copy paused and resumed differs from the source")
+	}
+	v, err := r.d.Verify(ctx, m)
+	if err != nil || !v.Done || !v.Match {
+		t.Fatalf("Verify after the resume = %+v, %v; want a match", v, err)
 	}
 }

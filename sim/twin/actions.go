@@ -30,6 +30,9 @@ type migration struct {
 	phase  int8
 	rate   float64 // bytes/s cap of this copy, 0 = the scenario's
 	urgent bool
+	// paused holds a held copy's copy or read-back where it is
+	// (PauseCopy): it moves no bytes until resumed.
+	paused bool
 	// bytes read back from the source and from the copy
 	verSrc, verDst float64
 }
@@ -320,6 +323,9 @@ func (t *Twin) addMigrationFlows() {
 		}
 		if !t.devAvailable(m.src) || !t.devAvailable(m.dst) {
 			continue // waits for the device or server to return
+		}
+		if m.paused {
+			continue // its mover paused it
 		}
 		rate := base
 		if m.rate > 0 {

@@ -214,6 +214,21 @@ func (t *Twin) VerifyCopy(file string, k int, toID string) (done bool, err error
 	return true, nil
 }
 
+// PauseCopy pauses (paused) or resumes the copy or read-back of component
+// k of file to toID: a paused copy keeps its place in the mover's queue
+// and moves no bytes, as a real mover's paused job. An unknown or finished
+// copy is left alone.
+func (t *Twin) PauseCopy(file string, k int, toID string, paused bool) error {
+	s, err := t.component(file, k)
+	if err != nil {
+		return err
+	}
+	if mi := t.heldMigration(s, t.deviceByID(toID)); mi >= 0 {
+		t.migs[mi].paused = paused
+	}
+	return nil
+}
+
 // CommitCopy switches the layout of component k from fromID to toID if the
 // file's generation is still gen and the copy was read back; else ErrStale.
 func (t *Twin) CommitCopy(file string, k int, fromID, toID string, gen uint32) error {

@@ -593,3 +593,45 @@ func TestEquallyLimitedStripesShareTheLoss(t *testing.T) {
 		t.Error("no ds_nic gpu_idle record with gpu_seconds_colimited above its gpu_seconds")
 	}
 }
+
+// A paused held copy moves no bytes and keeps its place; resumed, it goes
+// on from where it stopped.
+func TestPausedCopyMovesNothing(t *testing.T) {
+	tw := build(t, migrationContention)
+	tw.Run(30)
+	to := ""
+	for _, d := range tw.Devices() {
+		if d.Name == "b00/nvme0n1" {
+			to = d.ID
+		}
+	}
+	if _, _, err := tw.StartCopy("cold/shard-00000", 0, to, 0, false, "mv1"); err != nil {
+		t.Fatal(err)
+	}
+	moved := func() float64 {
+		m, _, err := tw.StartCopy("cold/shard-00000", 0, to, 0, false, "mv1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	tw.Run(10)
+	m0 := moved()
+	if m0 <= 0 {
+		t.Fatal("the copy moved nothing in 10 s; the test needs it running")
+	}
+	if err := tw.PauseCopy("cold/shard-00000", 0, to, true); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(60)
+	if m := moved(); m != m0 {
+		t.Fatalf("a paused copy moved from %.0f to %.0f bytes; want none", m0, m)
+	}
+	if err := tw.PauseCopy("cold/shard-00000", 0, to, false); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(10)
+	if m := moved(); m <= m0 {
+		t.Fatalf("a resumed copy stayed at %.0f bytes; want it going on", m)
+	}
+}
