@@ -2,6 +2,7 @@ package actuator
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -120,13 +121,28 @@ func (h *heatModel) stripe(dev, fh string) (float64, []string) {
 	return 0, nil
 }
 
-// deviceLoads sums the smoothed rates per device.
+// deviceLoads sums the smoothed rates per device, in the order of the
+// stripes' keys: a floating-point sum depends on its order, and a sum in
+// map order differs in its last bits from one run to the next. Devices
+// the twin loads alike would then swap places in the planner's orders
+// (hottest first, coolest destination first) at random, and two runs of
+// one seed would plan different moves.
 func (h *heatModel) deviceLoads() map[string]float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	keys := make([]heatKey, 0, len(h.entries))
+	for k := range h.entries {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].dev != keys[j].dev {
+			return keys[i].dev < keys[j].dev
+		}
+		return keys[i].fh < keys[j].fh
+	})
 	out := map[string]float64{}
-	for k, e := range h.entries {
-		out[k.dev] += e.rate
+	for _, k := range keys {
+		out[k.dev] += h.entries[k].rate
 	}
 	return out
 }

@@ -182,9 +182,14 @@ func (s *state) means() {
 		ds[d.DS] = true
 	}
 	s.meanDev, s.meanDS, s.nDSPool = map[int32]float64{}, map[int32]float64{}, map[int32]int{}
+	// in data server order: a sum in map order differs in its last bits
+	// between runs, and so would every comparison against the mean
 	sumS := map[int32]float64{}
-	for k := range ds {
-		p := s.dsPool[k]
+	for k := range s.dsLoad {
+		if !ds[int32(k)] {
+			continue
+		}
+		p := s.dsPool[int32(k)]
 		sumS[p] += s.dsLoad[k]
 		s.nDSPool[p]++
 	}

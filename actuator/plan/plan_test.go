@@ -178,3 +178,25 @@ func TestCoverBound(t *testing.T) {
 		}
 	}
 }
+
+// TestMeansDoNotDependOnMapOrder: the pool's mean DS load is summed in
+// data server order. Summed in map order (as it was), loads 1e17, 5 and 5
+// B/s gave 1e17 or 1e17+16 from one call to the next, and so did every
+// comparison against the mean: two runs of one seed planned differently.
+func TestMeansDoNotDependOnMapOrder(t *testing.T) {
+	var b builder
+	b.dev(0, 0, 1e17)
+	b.dev(1, 0, 5)
+	b.dev(2, 0, 5)
+	sum := 1e17
+	for _, x := range []float64{5, 5} {
+		sum += x
+	}
+	want := sum / 3
+	for i := range 200 {
+		s := newState(&b.in, Options{})
+		if got := s.meanDS[0]; math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("call %d: mean DS load %v; want %v (summed in data server order)", i, got, want)
+		}
+	}
+}
