@@ -94,7 +94,25 @@ func (e *Engine) newGuards(now time.Time) *guards {
 			})
 		}
 	}
+	// e.findings is a map: in its order, which of two overlapping windows
+	// a refusal or a pause names (and so whether a move's hold changes and
+	// is journaled again) would differ from run to run.
+	sortWindows(g.windows)
 	return g
+}
+
+// sortWindows orders windows by start, end, then subject.
+func sortWindows(ws []window) {
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if !a.from.Equal(b.from) {
+			return a.from.Before(b.from)
+		}
+		if !a.to.Equal(b.to) {
+			return a.to.Before(b.to)
+		}
+		return a.subject < b.subject
+	})
 }
 
 func (g *guards) take(m *models.Move) {

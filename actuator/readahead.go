@@ -152,12 +152,12 @@ func (e *Engine) desiredLocked(node string) models.ReadAheadDesired {
 		mp := a.Params[ParamMountPoint]
 		kb, _ := strconv.ParseInt(a.Params[ParamReadAheadKB], 10, 64)
 		if a.DryRun {
-			if !a.State.Terminal() && a.Created.After(dry[mp].at) {
+			if !a.State.Terminal() && later(a.Created, a.ID, dry[mp].at, dry[mp].t.Action) {
 				dry[mp] = pick{models.ReadAheadTarget{MountPoint: mp, KB: kb, Action: a.ID, DryRun: true}, a.Created, true}
 			}
 			continue
 		}
-		if a.Started.IsZero() || !a.Started.After(real[mp].at) && real[mp].ok {
+		if a.Started.IsZero() || real[mp].ok && !later(a.Started, a.ID, real[mp].at, real[mp].t.Action) {
 			continue
 		}
 		from, _ := strconv.ParseInt(a.Params[ParamFromKB], 10, 64)
@@ -181,6 +181,16 @@ func (e *Engine) desiredLocked(node string) models.ReadAheadDesired {
 	}
 	sort.Slice(out.Targets, func(i, j int) bool { return out.Targets[i].MountPoint < out.Targets[j].MountPoint })
 	return out
+}
+
+// later reports whether (t, id) comes after (u, uid): by time, then by
+// action id. e.acts is a map: without the id, which of two actions of one
+// instant counts as the last would change from run to run.
+func later(t time.Time, id string, u time.Time, uid string) bool {
+	if !t.Equal(u) {
+		return t.After(u)
+	}
+	return id > uid
 }
 
 func (e *Engine) lastReport(node, mp string) (models.ReadAheadMount, time.Time, bool) {
@@ -236,7 +246,7 @@ func (e *Engine) pinHolds(pin ReadAheadPin, key string) bool {
 	defer e.mu.Unlock()
 	var last *models.Action
 	for _, a := range e.acts {
-		if a.Kind == models.ActionSetReadAhead && !a.DryRun && subjectKey(a) == key && (last == nil || a.Created.After(last.Created)) {
+		if a.Kind == models.ActionSetReadAhead && !a.DryRun && subjectKey(a) == key && (last == nil || later(a.Created, a.ID, last.Created, last.ID)) {
 			last = a
 		}
 	}
@@ -248,7 +258,7 @@ func (e *Engine) lastFailed(key string) bool {
 	defer e.mu.Unlock()
 	var last *models.Action
 	for _, a := range e.acts {
-		if a.Kind == models.ActionSetReadAhead && subjectKey(a) == key && (last == nil || a.Created.After(last.Created)) {
+		if a.Kind == models.ActionSetReadAhead && subjectKey(a) == key && (last == nil || later(a.Created, a.ID, last.Created, last.ID)) {
 			last = a
 		}
 	}
