@@ -184,15 +184,20 @@ func jsonNum(f float64) string {
 }
 
 // TestEvalIsReproducible runs the same eval twice at once (each loading
-// the machine for the other) and wants byte-identical eval.json: scores
-// depend on simulated time only, not on wall-clock timeouts or host load.
-// Both runs write to "run" in their own folder, so even the recorded
-// command line is the same.
+// the machine for the other) and wants byte-identical eval.json, actions,
+// findings and truth: scores depend on simulated time only, not on
+// wall-clock timeouts, host load, goroutine or map order. Both runs write
+// to "run" in their own folder, so even the recorded command line is the
+// same. Hot-shard seed 1 for 30 simulated minutes covers remediation: the
+// rebalance is planned at 10:40 and its moves run (and are held for
+// checkpoint windows) until the end. Its first version (12 minutes, no
+// move done) passed while 1-hour runs differed: device loads summed in
+// map order planned a different rebalance in each run (docs/notes.md).
 func TestEvalIsReproducible(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the twin twice for 12 simulated minutes")
+		t.Skip("runs the twin twice for 30 simulated minutes")
 	}
-	args := []string{"eval", "--scenario", "hot-shard", "--duration", "12m", "--seed", "3",
+	args := []string{"eval", "--scenario", "hot-shard", "--duration", "30m", "--seed", "1",
 		"--start", "2026-01-01T00:00:00Z", "--out", "run", "--quiet"}
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	errs := make(chan error, 2)
@@ -214,24 +219,48 @@ func TestEvalIsReproducible(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var got [2][]byte
-	for i, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, "run", "eval.json"))
-		if err != nil {
-			t.Fatal(err)
+	for _, name := range []string{"eval.json", "actions.jsonl", "findings.jsonl", "truth.jsonl"} {
+		var got [2][]byte
+		for i, dir := range dirs {
+			b, err := os.ReadFile(filepath.Join(dir, "run", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = b
 		}
-		got[i] = b
-	}
-	if !bytes.Equal(got[0], got[1]) {
+		if bytes.Equal(got[0], got[1]) {
+			continue
+		}
 		a, b := strings.Split(string(got[0]), "\n"), strings.Split(string(got[1]), "\n")
 		for i := range min(len(a), len(b)) {
 			if a[i] != b[i] {
-				t.Fatalf("eval.json differs between two runs of one seed, first at line %d:\n%s\n%s", i+1, a[i], b[i])
+				t.Errorf("%s differs between two runs of one seed, first at line %d:\n%.2000s\n%.2000s", name, i+1, a[i], b[i])
+				break
 			}
 		}
-		t.Fatalf("eval.json differs between two runs of one seed in length: %d and %d lines", len(a), len(b))
+		if len(a) != len(b) {
+			t.Errorf("%s differs between two runs of one seed in length: %d and %d lines", name, len(a), len(b))
+		}
 	}
-	if bytes.Contains(got[0], []byte("wall_seconds")) || !bytes.Contains(got[0], []byte(`"sim_start": "2026-01-01T00:00:00Z"`)) {
-		t.Errorf("eval.json holds wall-clock figures or ignores --start:\n%.600s", got[0])
+	b, err := os.ReadFile(filepath.Join(dirs[0], "run", "eval.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("wall_seconds")) || !bytes.Contains(b, []byte(`"sim_start": "2026-01-01T00:00:00Z"`)) {
+		t.Errorf("eval.json holds wall-clock figures or ignores --start:\n%.600s", b)
+	}
+	// the window must cover remediation acting, or the test proves little
+	var ev struct {
+		Remediation struct {
+			Plans     int   `json:"plans"`
+			MovesDone int   `json:"moves_done"`
+			Bytes     int64 `json:"bytes_moved"`
+		} `json:"remediation"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if r := ev.Remediation; r.Plans == 0 || r.MovesDone == 0 || r.Bytes == 0 {
+		t.Errorf("no remediation acted in the run (plans %d, moves done %d, bytes %d): the test no longer covers the actions path", r.Plans, r.MovesDone, r.Bytes)
 	}
 }
