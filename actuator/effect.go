@@ -43,13 +43,16 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 	}
 	if e.opts.Measure != nil && len(srcs) > 0 {
 		re := idRegex(srcs)
-		q := func(name, expr string) {
+		get := func(expr string) (float64, bool) {
 			v, ok, err := e.opts.Measure(ctx, expr, at)
 			if err != nil {
 				e.log.Debug("effect query failed", "action", p.ID, "query", expr, "err", err)
-				return
+				return 0, false
 			}
-			if ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			return v, ok && !math.IsNaN(v) && !math.IsInf(v, 0)
+		}
+		q := func(name, expr string) {
+			if v, ok := get(expr); ok {
 				out[name] = round6(v)
 			}
 		}
@@ -61,7 +64,14 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 			sel = fmt.Sprintf(`{%s=~%q}`, models.LabelLayoutStatsDeviceID, idRegex(pool))
 		}
 		load := fmt.Sprintf(`sum by (%s) (avg_over_time(%s%s[%s]))`, models.LabelLayoutStatsDeviceID, models.MetricLayoutStatsDeviceBytes, sel, win)
-		q(EffectPoolMaxMean, fmt.Sprintf(`max(%s) / avg(%s)`, load, load))
+		// max and mean in two queries, so that each is one aggregate
+		// (MeasureFunc may then take it in a fixed order) and the ratio is
+		// taken here
+		if mx, ok := get(fmt.Sprintf(`max(%s)`, load)); ok {
+			if mean, ok := get(fmt.Sprintf(`avg(%s)`, load)); ok && mean != 0 {
+				out[EffectPoolMaxMean] = round6(mx / mean)
+			}
+		}
 		if cl := p.Params["clients"]; cl != "" {
 			set := map[string]bool{}
 			for _, c := range strings.Split(cl, ",") {

@@ -11,9 +11,11 @@ import (
 	"mime"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/VictoriaMetrics/metricsql"
 	"github.com/ballast-io/ballast/actuator"
 	"github.com/ballast-io/ballast/actuator/files"
 	"github.com/ballast-io/ballast/cluster/ha"
@@ -47,9 +49,23 @@ func newMover(c *actuator.Config, rt *Runtime, log *slog.Logger) (actuator.Mover
 	return nil, fmt.Errorf("actuators.driver: %q is not available in this build", c.Driver)
 }
 
-// measureFunc evaluates an expression that yields one number.
+// measureFunc evaluates an expression that yields one number. A top-level
+// sum, avg, min or max without grouping is taken here, over the inner
+// expression's series in the order of their labels: the store adds series
+// in the order its workers happen to finish them, so one expression on
+// the same samples gave sums that differed in their last bits from run to
+// run, and actions journaled different effects (eval's byte-identical
+// runs, issue 15).
 func measureFunc(q storage.Querier) actuator.MeasureFunc {
 	return func(ctx context.Context, expr string, at time.Time) (float64, bool, error) {
+		if op, inner, ok := plainAggregate(expr); ok {
+			ss, err := q.Query(ctx, inner, at)
+			if err != nil {
+				return 0, false, err
+			}
+			v, ok := aggregateInOrder(op, ss)
+			return v, ok, nil
+		}
 		ss, err := q.Query(ctx, expr, at)
 		if err != nil {
 			return 0, false, err
@@ -61,6 +77,68 @@ func measureFunc(q storage.Querier) actuator.MeasureFunc {
 		}
 		return 0, false, nil
 	}
+}
+
+// plainAggregate splits op(inner) for op sum, avg, min or max with one
+// argument, no by/without and no limit.
+func plainAggregate(expr string) (op, inner string, ok bool) {
+	e, err := metricsql.Parse(expr)
+	if err != nil {
+		return "", "", false
+	}
+	ae, isAggr := e.(*metricsql.AggrFuncExpr)
+	if !isAggr || len(ae.Args) != 1 || ae.Modifier.Op != "" || ae.Limit != 0 {
+		return "", "", false
+	}
+	switch op = strings.ToLower(ae.Name); op {
+	case "sum", "avg", "min", "max":
+		return op, string(ae.Args[0].AppendString(nil)), true
+	}
+	return "", "", false
+}
+
+// aggregateInOrder applies op to the last value of every series, in the
+// order of the series' names and labels; NaNs are skipped, as the store's
+// aggregates skip them. No value: ok is false.
+func aggregateInOrder(op string, ss []storage.Series) (float64, bool) {
+	type kv struct {
+		key string
+		v   float64
+	}
+	vs := make([]kv, 0, len(ss))
+	for i := range ss {
+		n := len(ss[i].Values)
+		if n == 0 || math.IsNaN(ss[i].Values[n-1]) {
+			continue
+		}
+		ls := append([]models.Label(nil), ss[i].Labels...)
+		sort.Slice(ls, func(a, b int) bool { return ls[a].Name < ls[b].Name })
+		var k strings.Builder
+		k.WriteString(ss[i].Name)
+		for _, l := range ls {
+			k.WriteString("\x00" + l.Name + "\x00" + l.Value)
+		}
+		vs = append(vs, kv{k.String(), ss[i].Values[n-1]})
+	}
+	if len(vs) == 0 {
+		return 0, false
+	}
+	sort.Slice(vs, func(a, b int) bool { return vs[a].key < vs[b].key })
+	r := vs[0].v
+	for _, x := range vs[1:] {
+		switch op {
+		case "sum", "avg":
+			r += x.v
+		case "min":
+			r = math.Min(r, x.v)
+		case "max":
+			r = math.Max(r, x.v)
+		}
+	}
+	if op == "avg" {
+		r /= float64(len(vs))
+	}
+	return r, true
 }
 
 // actionsHandler serves PathActions and everything under it.
