@@ -252,6 +252,13 @@ func (s *Scraper) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.started = false
+	// A last look at the targets, so that the log is complete when the
+	// process exits: a target that came back since the last report
+	// interval gets its "up again" line (the reporter polls once per
+	// interval).
+	if ts, err := activeTargets(); err == nil {
+		s.logTargets(time.Now(), ts)
+	}
 	close(s.stop)
 	stopped := make(chan struct{})
 	go func() {
