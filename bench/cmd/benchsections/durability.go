@@ -39,7 +39,7 @@ func durabilitySection(ballast string) (string, error) {
 	modes := []string{"window", "wal"}
 	for r := 0; r < durRounds; r++ {
 		for _, mode := range modes {
-			res, err := runDurability(ballast, mode, bodies, total)
+			res, err := runIngest(ballast, []string{"--durability", mode}, bodies, total)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", mode, err)
 			}
@@ -75,8 +75,11 @@ func durabilitySection(ballast string) (string, error) {
 	return b.String(), nil
 }
 
-func runDurability(ballast, mode string, bodies [][]byte, total int) (durRun, error) {
-	data, err := os.MkdirTemp("", "benchdurability-")
+// runIngest starts a fresh mds with flags, posts bodies from durWriters
+// clients and measures throughput to the last answer and the mds's CPU per
+// sample (plus its WAL fsyncs; NaN without a WAL).
+func runIngest(ballast string, flags []string, bodies [][]byte, total int) (durRun, error) {
+	data, err := os.MkdirTemp("", "benchingest-")
 	if err != nil {
 		return durRun{}, err
 	}
@@ -86,7 +89,8 @@ func runDurability(ballast, mode string, bodies [][]byte, total int) (durRun, er
 		return durRun{}, err
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	p, err := startProc("ballast", ballast, "mds", "--listen", base[len("http://"):], "--data-dir", data, "--log-level", "warn", "--durability", mode)
+	args := append([]string{"mds", "--listen", base[len("http://"):], "--data-dir", data, "--log-level", "warn"}, flags...)
+	p, err := startProc("ballast", ballast, args...)
 	if err != nil {
 		return durRun{}, err
 	}

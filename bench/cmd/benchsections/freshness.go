@@ -172,37 +172,6 @@ func freshnessSection(ballast string) (string, error) {
 	return b.String(), nil
 }
 
-// runIngest is runDurability with other mds flags: a fresh mds, bodies
-// posted by durWriters clients, timed to the last answer.
-func runIngest(ballast string, flags []string, bodies [][]byte, total int) (durRun, error) {
-	data, err := os.MkdirTemp("", "benchfreshness-ingest-")
-	if err != nil {
-		return durRun{}, err
-	}
-	defer os.RemoveAll(data)
-	port, err := freePort()
-	if err != nil {
-		return durRun{}, err
-	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	args := append([]string{"mds", "--listen", base[len("http://"):], "--data-dir", data, "--log-level", "warn"}, flags...)
-	p, err := startProc("ballast", ballast, args...)
-	if err != nil {
-		return durRun{}, err
-	}
-	defer p.stop()
-	if err := waitHTTP(base+"/readyz", time.Minute); err != nil {
-		return durRun{}, err
-	}
-	cpu0 := p.cpu()
-	start := time.Now()
-	if err := postN(base+"/api/v1/write", bodies, durWriters); err != nil {
-		return durRun{}, err
-	}
-	wall := time.Since(start)
-	return durRun{rate: float64(total) / wall.Seconds(), cpuUS: float64((p.cpu() - cpu0).Microseconds()) / float64(total)}, nil
-}
-
 // probeFreshness runs the background load and the probes against base.
 func probeFreshness(base string) (freshResult, error) {
 	imp := base + "/api/v1/import/prometheus"
