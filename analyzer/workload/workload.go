@@ -542,18 +542,7 @@ func (c *Classifier) intensityShift(s models.Subject, g *group, l Label, ref flo
 		{Name: "from_bytes_per_second", Value: math.Round(ref), Unit: "B/s", Note: "median of the phase's recent windows"},
 		{Name: "to_bytes_per_second", Value: math.Round(to), Unit: "B/s", Note: "median since " + g.riseSince.UTC().Format(time.RFC3339)},
 	}, l.Evidence()...)
-	return models.Finding{
-		ID:       fmt.Sprintf("%s:%s:%d", KindShift, s, g.riseSince.UnixMilli()),
-		Kind:     KindShift,
-		Subject:  s,
-		Severity: models.SeverityInfo,
-		Score:    math.Round(l.Score*1000) / 1000,
-		Start:    g.riseSince,
-		LastSeen: l.End,
-		End:      l.End,
-		Summary:  fmt.Sprintf("%s %s still runs %s at %.1f× its demand (%.0f MB/s, was %.0f MB/s)", s.Kind, s.ID, g.stable, to/ref, to/1e6, ref/1e6),
-		Evidence: ev,
-	}
+	return shiftFinding(s, g.riseSince, l, fmt.Sprintf("%s %s still runs %s at %.1f× its demand (%.0f MB/s, was %.0f MB/s)", s.Kind, s.ID, g.stable, to/ref, to/1e6, ref/1e6), ev)
 }
 
 func (c *Classifier) shift(s models.Subject, g *group, l Label) models.Finding {
@@ -561,16 +550,21 @@ func (c *Classifier) shift(s models.Subject, g *group, l Label) models.Finding {
 		{Name: "from_" + string(g.stable), Value: 1, Note: "class since " + g.stableSince.UTC().Format(time.RFC3339)},
 		{Name: "to_" + string(g.cand), Value: 1},
 	}, l.Evidence()...)
+	return shiftFinding(s, g.candSince, l, fmt.Sprintf("%s %s changed from %s to %s", s.Kind, s.ID, g.stable, g.cand), ev)
+}
+
+// shiftFinding is a workload_shift of s that began at since, as of label l.
+func shiftFinding(s models.Subject, since time.Time, l Label, summary string, ev []models.Evidence) models.Finding {
 	return models.Finding{
-		ID:       fmt.Sprintf("%s:%s:%d", KindShift, s, g.candSince.UnixMilli()),
+		ID:       fmt.Sprintf("%s:%s:%d", KindShift, s, since.UnixMilli()),
 		Kind:     KindShift,
 		Subject:  s,
 		Severity: models.SeverityInfo,
 		Score:    math.Round(l.Score*1000) / 1000,
-		Start:    g.candSince,
+		Start:    since,
 		LastSeen: l.End,
 		End:      l.End,
-		Summary:  fmt.Sprintf("%s %s changed from %s to %s", s.Kind, s.ID, g.stable, g.cand),
+		Summary:  summary,
 		Evidence: ev,
 	}
 }
