@@ -10,6 +10,7 @@ require (
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/Masterminds/semver v1.5.0 // indirect
 	github.com/NVIDIA/go-dcgm v0.0.0-20240118201113-3385e277e49f // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
 	github.com/VictoriaMetrics/VictoriaMetrics v1.150.0 // indirect
 	github.com/VictoriaMetrics/easyproto v1.2.0 // indirect
 	github.com/VictoriaMetrics/fastcache v1.13.3 // indirect

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh: run ballast's dcgm collector against the real GPUs of
-# this machine and print what it read (exposition text), for BENCHMARKS.md.
+# this machine and print what it read (exposition text) and the source it
+# read through (ballast_gpu_source_info), for BENCHMARKS.md. Fails unless
+# the collector succeeded.
 #
-#   bench/gpu-check.sh                      # libdcgm, embedded host engine
-#   BALLAST_DCGM_HOSTENGINE=localhost:5555 bench/gpu-check.sh
+#   bench/gpu-check.sh                      # libdcgm (embedded host engine), else NVML
+#   BALLAST_DCGM_HOSTENGINE=localhost:5555 bench/gpu-check.sh     # libdcgm only
 #   BALLAST_DCGM_EXPORTER_URL=http://localhost:9400/metrics bench/gpu-check.sh
 #
-# Needs Go and gcc (go-dcgm uses cgo). go-dcgm dlopen()s "libdcgm.so"
-# (unversioned): with DCGM 3/4 packages that name comes from the -dev
-# package or a symlink to libdcgm.so.N.
+# Needs Go and gcc (go-dcgm and go-nvml use cgo). go-dcgm dlopen()s
+# "libdcgm.so" (unversioned): with DCGM 3/4 packages that name comes from
+# the -dev package or a symlink to libdcgm.so.N. Without DCGM the collector
+# falls back to NVML: go-nvml dlopen()s the driver's libnvidia-ml.so.1 and
+# gives the device fields (utilisation, memory, power, energy, temperatures,
+# clocks, ECC, remapped rows, PCIe replays) but no profiling fields and no
+# XID; those are reported as ballast_collector_field_unavailable.
+#
+# To run on a machine without Go, build the test binary here and copy it:
+#   CGO_ENABLED=1 go test -c -tags gpucheck -o gpu-check.test ./collector
+#   ./gpu-check.test -test.run '^TestGPUCheck$' -test.v
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +29,8 @@ ldconfig -p 2>/dev/null | grep -i 'libdcgm\.so' || echo "libdcgm not in the link
 if ! ldconfig -p 2>/dev/null | grep -q 'libdcgm\.so '; then
   echo "note: no unversioned libdcgm.so; go-dcgm will report 'libdcgm.so not Found' unless LD_LIBRARY_PATH provides it"
 fi
+echo "== libnvidia-ml (NVML, the fallback without DCGM)"
+ldconfig -p 2>/dev/null | grep -i 'libnvidia-ml\.so\.1' || echo "libnvidia-ml.so.1 not in the linker cache (LD_LIBRARY_PATH may still provide it)"
 echo "== go"
 go version
 echo "== dcgm collector"

@@ -13,8 +13,8 @@ import (
 )
 
 // ErrNotApplicable is returned (possibly wrapped) by a collector whose
-// source does not exist on this host: no libdcgm, no smartctl, no nfsd, no
-// NVMe device. The handler logs it at debug level and reports the
+// source does not exist on this host: no libdcgm nor NVML, no smartctl, no
+// nfsd, no NVMe device. The handler logs it at debug level and reports the
 // collector as unsuccessful; it never stops the agent.
 var ErrNotApplicable = errors.New("not applicable on this host")
 
@@ -73,10 +73,12 @@ type Options struct {
 	SmartctlPath    string
 	SmartctlDropDir string
 	// DCGMExporterURL, when set, makes the dcgm collector scrape this
-	// dcgm-exporter /metrics endpoint instead of loading libdcgm.
+	// dcgm-exporter /metrics endpoint instead of loading libdcgm or NVML.
 	DCGMExporterURL string
 	// DCGMHostEngine is the address of a standalone nv-hostengine
-	// ("host:port" or a unix socket path); empty starts an embedded one.
+	// ("host:port" or a unix socket path), read through libdcgm only;
+	// empty starts an embedded one if libdcgm loads, else reads NVML (the
+	// driver's libnvidia-ml.so.1).
 	DCGMHostEngine string
 	// Logger receives collector logs; default discards them.
 	Logger *slog.Logger

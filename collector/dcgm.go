@@ -3,12 +3,15 @@ package collector
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -24,9 +27,9 @@ type gpuInfo struct {
 }
 
 // gpuReading is what one GPU reported: DCGM field name → value in DCGM's
-// own unit (percent, MiB, MHz, mJ, ...). Both sources, libdcgm and a
-// dcgm-exporter endpoint, produce readings, so one mapping yields the
-// same series from either.
+// own unit (percent, MiB, MHz, mJ, ...). Every source (libdcgm, NVML, a
+// dcgm-exporter endpoint) produces readings, so one mapping yields the
+// same series from any of them.
 type gpuReading struct {
 	GPU    gpuInfo
 	Fields map[string]float64
@@ -34,9 +37,12 @@ type gpuReading struct {
 
 // gpuSource reads all GPUs once. skipped names fields the source cannot
 // provide (profiling fields on GPUs without the profiling module) with the
-// reason, to be reported rather than silently missing.
+// reason, to be reported rather than silently missing. Name says which
+// source it is ("libdcgm", "nvml", "dcgm-exporter"), the source label of
+// ballast_gpu_source_info.
 type gpuSource interface {
 	Read(ctx context.Context) (readings []gpuReading, skipped map[string]string, err error)
+	Name() string
 	Close() error
 }
 
@@ -227,10 +233,83 @@ func (s *exporterSource) Read(ctx context.Context) ([]gpuReading, map[string]str
 	return rs, nil, err
 }
 
+func (s *exporterSource) Name() string { return "dcgm-exporter" }
+
 func (s *exporterSource) Close() error { return nil }
 
+// fallbackSource reads GPUs from the first of its sources that applies to
+// the host: libdcgm, else NVML. Until one applies it tries them all on
+// every scrape, so installing DCGM or the driver needs no agent restart;
+// once one loaded it keeps to that one (no dlopen per scrape) until it
+// says "not applicable" again (the driver was unloaded), and then probes
+// afresh. A source applies when its Read returns anything but
+// ErrNotApplicable: a loaded library that then fails is an error to
+// report, not a reason to switch.
+type fallbackSource struct {
+	srcs []gpuSource
+	log  *onceLogger
+
+	mu  sync.Mutex
+	cur gpuSource // the source in use; nil while probing
+}
+
+func (f *fallbackSource) Read(ctx context.Context) ([]gpuReading, map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cur != nil {
+		rs, skipped, err := f.cur.Read(ctx)
+		if !errors.Is(err, ErrNotApplicable) {
+			return rs, skipped, err
+		}
+		f.log.Info("GPU source no longer applies; probing again", "source", f.cur.Name(), "err", err)
+		f.cur = nil
+	}
+	var why []string
+	for _, s := range f.srcs {
+		rs, skipped, err := s.Read(ctx)
+		if errors.Is(err, ErrNotApplicable) {
+			why = append(why, s.Name()+": "+err.Error())
+			continue
+		}
+		f.cur = s
+		f.log.Info("reading GPUs", "source", s.Name())
+		return rs, skipped, err
+	}
+	names := make([]string, len(f.srcs))
+	for i, s := range f.srcs {
+		names[i] = s.Name()
+	}
+	return nil, nil, fmt.Errorf("cannot read GPUs through %s: %w (%s)", strings.Join(names, " or "), ErrNotApplicable, strings.Join(why, "; "))
+}
+
+// Name is the source in use, or the candidates while none applies.
+func (f *fallbackSource) Name() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cur != nil {
+		return f.cur.Name()
+	}
+	names := make([]string, len(f.srcs))
+	for i, s := range f.srcs {
+		names[i] = s.Name()
+	}
+	return strings.Join(names, "|")
+}
+
+func (f *fallbackSource) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for _, s := range f.srcs {
+		errs = append(errs, s.Close())
+	}
+	f.cur = nil
+	return errors.Join(errs...)
+}
+
 // dcgmCollector reads GPUs from libdcgm (embedded or standalone host
-// engine) or from a dcgm-exporter endpoint.
+// engine), from NVML (the driver's libnvidia-ml, when DCGM is absent) or
+// from a dcgm-exporter endpoint.
 type dcgmCollector struct {
 	src gpuSource
 	log *onceLogger
@@ -259,7 +338,12 @@ func newDCGMCollector(opts Options, log *onceLogger) (Collector, error) {
 		}
 		return &dcgmCollector{src: &exporterSource{url: opts.DCGMExporterURL, client: &http.Client{Timeout: opts.Timeout + time.Second}}, log: log}, nil
 	}
-	return &dcgmCollector{src: newLibDCGMSource(opts.DCGMHostEngine), log: log}, nil
+	if opts.DCGMHostEngine != "" {
+		// A named host engine is a request for DCGM: no silent fallback.
+		return &dcgmCollector{src: newLibDCGMSource(opts.DCGMHostEngine), log: log}, nil
+	}
+	src := &fallbackSource{srcs: []gpuSource{newLibDCGMSource(""), newNVMLSource()}, log: log}
+	return &dcgmCollector{src: src, log: log}, nil
 }
 
 func (c *dcgmCollector) Collect(ctx context.Context) ([]Sample, error) {
@@ -270,7 +354,8 @@ func (c *dcgmCollector) Collect(ctx context.Context) ([]Sample, error) {
 	for f, why := range skipped {
 		c.log.warnOnce("field:"+f, why, "skipped a DCGM field", "field", f)
 	}
-	return append(gpuSamples(rs), skippedSamples(skipped)...), nil
+	out := append(gpuSamples(rs), Sample{models.MetricGPUSource, []string{c.src.Name()}, 1})
+	return append(out, skippedSamples(skipped)...), nil
 }
 
 // Close shuts the DCGM connection or embedded host engine down.

@@ -190,6 +190,8 @@ func dcgmValue(status int, typ uint, i64 func() int64, f64 func() float64) (floa
 	return 0, fmt.Sprintf("field type %q is not numeric", rune(typ))
 }
 
+func (s *libDCGMSource) Name() string { return "libdcgm" }
+
 func (s *libDCGMSource) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

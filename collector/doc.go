@@ -16,7 +16,7 @@
 // double the device load. Each collector reports
 // ballast_collector_success{collector} and
 // ballast_collector_duration_seconds{collector}; a collector that does not
-// apply to the host (no libdcgm, no smartctl, no nfsd) returns
+// apply to the host (no libdcgm nor NVML, no smartctl, no nfsd) returns
 // ErrNotApplicable, which is logged at debug level and reported as
 // success 0, never as a crash. A series that two collectors both produce
 // (nvme and smartctl reading the same drive) is served once, from the

@@ -3,6 +3,7 @@
 package collector
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -10,12 +11,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballast-io/ballast/models"
 )
 
-// TestGPUCheck reads the real GPUs of this host with the dcgm collector and
-// prints the exposition; bench/gpu-check.sh runs it. Sources: libdcgm
-// (embedded host engine, or BALLAST_DCGM_HOSTENGINE) or a dcgm-exporter
-// endpoint (BALLAST_DCGM_EXPORTER_URL).
+// TestGPUCheck reads the real GPUs of this host with the dcgm collector,
+// prints the exposition and the source it read through, and fails unless
+// the collector succeeded; bench/gpu-check.sh runs it. Sources: libdcgm
+// (embedded host engine) else NVML (the driver's libnvidia-ml.so.1), or
+// a standalone host engine (BALLAST_DCGM_HOSTENGINE, libdcgm only), or a
+// dcgm-exporter endpoint (BALLAST_DCGM_EXPORTER_URL).
 func TestGPUCheck(t *testing.T) {
 	opts := Options{
 		DCGMHostEngine:  os.Getenv("BALLAST_DCGM_HOSTENGINE"),
@@ -38,6 +43,13 @@ func TestGPUCheck(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	os.Stdout.WriteString(body)
+	source := "none"
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, models.MetricGPUSource+`{source="`); ok {
+			source, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	fmt.Printf("== GPU source: %s\n", source)
 	if !strings.Contains(body, `ballast_collector_success{collector="dcgm"} 1`) {
 		t.Fatalf("the dcgm collector did not succeed; see the log above")
 	}

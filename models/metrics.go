@@ -178,9 +178,10 @@ const (
 	MetricFilesystemReadonly  = "ballast_filesystem_readonly"
 )
 
-// GPU series (collector dcgm, from DCGM or a dcgm-exporter endpoint).
+// GPU series (collector dcgm, from DCGM, NVML or a dcgm-exporter endpoint).
 const (
 	MetricGPUInfo               = "ballast_gpu_info"
+	MetricGPUSource             = "ballast_gpu_source_info"
 	MetricGPUUtilization        = "ballast_gpu_utilization_ratio"
 	MetricGPUMemCopyUtilization = "ballast_gpu_memory_copy_utilization_ratio"
 	MetricGPUGraphicsActive     = "ballast_gpu_graphics_engine_active_ratio"
@@ -334,6 +335,7 @@ var Metrics = []MetricDesc{
 	{MetricFilesystemReadonly, MetricGauge, "", "1 when the filesystem is mounted read-only (an XFS or ext4 shutdown after I/O errors remounts it so).", fsLabels, "filesystem"},
 
 	{MetricGPUInfo, MetricGauge, "", "Constant 1 per GPU carrying its identity.", []string{"gpu", "uuid", "model", "pci_bus_id", "driver"}, "dcgm"},
+	{MetricGPUSource, MetricGauge, "", "Constant 1 naming what the dcgm collector read the GPUs through: libdcgm, nvml (the driver's libnvidia-ml, when DCGM is absent: no profiling fields, no XID) or dcgm-exporter.", []string{"source"}, "dcgm"},
 	{MetricGPUUtilization, MetricGauge, "ratio", "Fraction of time a kernel ran on the GPU (DCGM_FI_DEV_GPU_UTIL).", gpuLabels, "dcgm"},
 	{MetricGPUMemCopyUtilization, MetricGauge, "ratio", "Fraction of time the memory copy engine was busy (DCGM_FI_DEV_MEM_COPY_UTIL).", gpuLabels, "dcgm"},
 	{MetricGPUGraphicsActive, MetricGauge, "ratio", "Fraction of time the graphics or compute engine was active (DCGM_FI_PROF_GR_ENGINE_ACTIVE).", gpuLabels, "dcgm"},

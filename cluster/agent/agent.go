@@ -29,14 +29,14 @@ import (
 // Summary is the one-line description of each agent role.
 var Summary = map[string]string{
 	node.RoleDS:     "run the data-server agent: NVMe SMART, diskstats, nfsd, NIC counters on /metrics",
-	node.RoleClient: "run the GPU-node agent: DCGM GPUs, NFS client mountstats, NIC, read-ahead on /metrics",
+	node.RoleClient: "run the GPU-node agent: GPUs (DCGM or NVML), NFS client mountstats, NIC, read-ahead on /metrics",
 }
 
 // Usage is the --help text of the role, for a command named prog.
 func Usage(prog, role string) string {
 	what := map[string]string{
 		node.RoleDS:     "a data server (NVMe SMART, smartctl, diskstats, nfsd, NIC counters)",
-		node.RoleClient: "a GPU node (DCGM GPU telemetry, NFS client mountstats, NIC counters, read-ahead)",
+		node.RoleClient: "a GPU node (GPU telemetry from DCGM, or the driver's NVML without DCGM; NFS client mountstats, NIC counters, read-ahead)",
 	}[role]
 	return fmt.Sprintf(`Usage: %s %s [flags]
 
@@ -45,9 +45,9 @@ It serves /metrics in Prometheus exposition format (gzip when asked) for the
 mds, or any Prometheus or vmagent, to scrape, plus /healthz and /readyz.
 Collection runs on scrape, every collector under its own timeout, and a
 result is reused for --cache-for so that two scrapers do not double the
-device load. A collector that does not apply to the host (no libdcgm, no
-smartctl, no nfsd) reports ballast_collector_success 0 and the agent keeps
-running; a collector that fails is logged at warn when it starts failing,
+device load. A collector that does not apply to the host (no libdcgm nor
+NVML, no smartctl, no nfsd) reports ballast_collector_success 0 and the
+agent keeps running; a collector that fails is logged at warn when it starts failing,
 then at most every 5 minutes while it fails, and once when it recovers.
 Metrics: docs/metrics.md.
 

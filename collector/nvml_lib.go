@@ -1,0 +1,284 @@
+//go:build cgo && linux
+
+package collector
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// nvmlSource reads GPUs through github.com/NVIDIA/go-nvml, which
+// dlopen()s the driver's libnvidia-ml.so.1 at run time: the fallback of
+// the dcgm collector on hosts with the NVIDIA driver but no DCGM. Its
+// readings carry DCGM field names and DCGM's units, so dcgmFields maps
+// them unchanged. NVML has no profiling counters and reports XID errors
+// only as events, so those fields are skipped with the reason. As with
+// go-dcgm, nothing in go-nvml is called before Init succeeded: its C
+// symbols resolve against the library loaded at run time.
+type nvmlSource struct {
+	lib nvml.Interface
+
+	mu      sync.Mutex
+	up      bool
+	missing map[string]bool // NVML functions this driver lacks, found at Init
+}
+
+func newNVMLSource() gpuSource { return &nvmlSource{lib: nvml.New()} }
+
+// nvmlSkipped are the dcgmFields NVML cannot give, with the reason.
+func nvmlSkipped() map[string]string {
+	skipped := map[string]string{}
+	for _, f := range dcgmFields {
+		if f.Prof {
+			skipped[f.Field] = "NVML has no profiling counters; install DCGM"
+		}
+	}
+	skipped["DCGM_FI_DEV_XID_ERRORS"] = "NVML reports XID errors only as events; install DCGM"
+	return skipped
+}
+
+// nvmlRead is one NVML call and the DCGM fields it fills, in DCGM's units.
+type nvmlRead struct {
+	fields []string
+	symbol string // the NVML function called: a driver without it skips the fields
+	read   func(d nvml.Device, has func(symbol string) bool) ([]float64, nvml.Return)
+}
+
+const mib = 1 << 20
+
+// nvmlReads lists what NVML reads for each DCGM field.
+var nvmlReads = []nvmlRead{
+	{[]string{"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"}, "nvmlDeviceGetUtilizationRates", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		u, ret := d.GetUtilizationRates() // percent, as DCGM
+		return []float64{float64(u.Gpu), float64(u.Memory)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}, "nvmlDeviceGetMemoryInfo", func(d nvml.Device, has func(string) bool) ([]float64, nvml.Return) {
+		// Bytes → MiB. The v2 call (drivers from R510) counts the
+		// memory the driver reserves as neither used nor free, as DCGM
+		// does; v1 counts it as used.
+		if has("nvmlDeviceGetMemoryInfo_v2") {
+			m, ret := d.GetMemoryInfo_v2()
+			return []float64{float64(m.Used) / mib, float64(m.Free) / mib}, ret
+		}
+		m, ret := d.GetMemoryInfo()
+		return []float64{float64(m.Used) / mib, float64(m.Free) / mib}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_POWER_USAGE"}, "nvmlDeviceGetPowerUsage", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		mw, ret := d.GetPowerUsage() // mW → W
+		return []float64{float64(mw) / 1000}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}, "nvmlDeviceGetTotalEnergyConsumption", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		mj, ret := d.GetTotalEnergyConsumption() // mJ, as DCGM
+		return []float64{float64(mj)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_GPU_TEMP"}, "nvmlDeviceGetTemperature", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		c, ret := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		return []float64{float64(c)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_MEMORY_TEMP"}, "nvmlDeviceGetFieldValues", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		v, ret := nvmlFieldValue(d, nvml.FI_DEV_MEMORY_TEMP)
+		return []float64{v}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_SM_CLOCK"}, "nvmlDeviceGetClockInfo", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		mhz, ret := d.GetClockInfo(nvml.CLOCK_SM)
+		return []float64{float64(mhz)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_MEM_CLOCK"}, "nvmlDeviceGetClockInfo", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		mhz, ret := d.GetClockInfo(nvml.CLOCK_MEM)
+		return []float64{float64(mhz)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"}, "nvmlDeviceGetTotalEccErrors", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		n, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
+		return []float64{float64(n)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"}, "nvmlDeviceGetTotalEccErrors", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		n, ret := d.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+		return []float64{float64(n)}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_FAILURE"}, "nvmlDeviceGetRemappedRows", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		corr, unc, _, failed, ret := d.GetRemappedRows()
+		f := 0.0
+		if failed {
+			f = 1
+		}
+		return []float64{float64(corr), float64(unc), f}, ret
+	}},
+	{[]string{"DCGM_FI_DEV_PCIE_REPLAY_COUNTER"}, "nvmlDeviceGetPcieReplayCounter", func(d nvml.Device, _ func(string) bool) ([]float64, nvml.Return) {
+		n, ret := d.GetPcieReplayCounter()
+		return []float64{float64(n)}, ret
+	}},
+}
+
+// nvmlFieldValue reads one NVML field (nvmlDeviceGetFieldValues) as a
+// number; the per-field return counts, not only the call's.
+func nvmlFieldValue(d nvml.Device, id uint32) (float64, nvml.Return) {
+	vs := []nvml.FieldValue{{FieldId: id}}
+	if ret := d.GetFieldValues(vs); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	v := vs[0]
+	if ret := nvml.Return(v.NvmlReturn); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	b := v.Value[:]
+	switch nvml.ValueType(v.ValueType) {
+	case nvml.VALUE_TYPE_DOUBLE:
+		return math.Float64frombits(binary.NativeEndian.Uint64(b)), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_INT:
+		return float64(binary.NativeEndian.Uint32(b)), nvml.SUCCESS
+	case nvml.VALUE_TYPE_SIGNED_INT:
+		return float64(int32(binary.NativeEndian.Uint32(b))), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
+		return float64(binary.NativeEndian.Uint64(b)), nvml.SUCCESS
+	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return float64(int64(binary.NativeEndian.Uint64(b))), nvml.SUCCESS
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return float64(binary.NativeEndian.Uint16(b)), nvml.SUCCESS
+	}
+	return 0, nvml.ERROR_UNKNOWN
+}
+
+// nvmlSkippable says whether a per-field NVML return means "this GPU
+// does not give this field" rather than a failure.
+func nvmlSkippable(ret nvml.Return) bool {
+	switch ret {
+	case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_NO_PERMISSION, nvml.ERROR_NOT_FOUND, nvml.ERROR_FUNCTION_NOT_FOUND:
+		return true
+	}
+	return false
+}
+
+// nvmlReading reads GPU index through NVML. Fields the GPU does not
+// support go into skipped; any other failure is an error.
+func nvmlReading(index int, d nvml.Device, driver string, has func(string) bool, skipped map[string]string) (gpuReading, error) {
+	uuid, ret := d.GetUUID()
+	if ret != nvml.SUCCESS {
+		return gpuReading{}, fmt.Errorf("cannot read the UUID of GPU %d through NVML: %v", index, ret)
+	}
+	g := gpuInfo{Index: strconv.Itoa(index), UUID: uuid, Driver: driver}
+	if name, ret := d.GetName(); ret == nvml.SUCCESS {
+		g.Model = name
+	}
+	if pci, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+		g.PCIBusID = cString(pci.BusId[:])
+	}
+	r := gpuReading{GPU: g, Fields: map[string]float64{}}
+	for _, rd := range nvmlReads {
+		if !has(rd.symbol) {
+			for _, f := range rd.fields {
+				skipped[f] = "this driver's NVML has no " + rd.symbol
+			}
+			continue
+		}
+		vs, ret := rd.read(d, has)
+		switch {
+		case ret == nvml.SUCCESS:
+			for i, f := range rd.fields {
+				r.Fields[f] = vs[i]
+			}
+		case nvmlSkippable(ret):
+			for _, f := range rd.fields {
+				skipped[f] = fmt.Sprintf("NVML %s on GPU %d: %v", rd.symbol, index, ret)
+			}
+		default:
+			return r, fmt.Errorf("cannot read %s of GPU %d through NVML (%s): %v", rd.fields[0], index, rd.symbol, ret)
+		}
+	}
+	return r, nil
+}
+
+// cString is the text of a NUL-terminated C char array.
+func cString(b []int8) string {
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}
+
+func (s *nvmlSource) init() error {
+	if s.up {
+		return nil
+	}
+	switch ret := s.lib.Init(); ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_LIBRARY_NOT_FOUND:
+		return fmt.Errorf("cannot load libnvidia-ml.so.1: %w (%v)", ErrNotApplicable, ret)
+	case nvml.ERROR_DRIVER_NOT_LOADED:
+		return fmt.Errorf("cannot start NVML: %w (%v)", ErrNotApplicable, ret)
+	default:
+		return fmt.Errorf("cannot start NVML: %v", ret)
+	}
+	s.up = true
+	s.missing = map[string]bool{}
+	ext := s.lib.Extensions()
+	for _, rd := range nvmlReads {
+		for _, sym := range []string{rd.symbol, "nvmlDeviceGetMemoryInfo_v2"} {
+			if ext.LookupSymbol(sym) != nil {
+				s.missing[sym] = true
+			}
+		}
+	}
+	return nil
+}
+
+func (s *nvmlSource) Read(ctx context.Context) ([]gpuReading, map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.init(); err != nil {
+		return nil, nil, err
+	}
+	n, ret := s.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, nil, fmt.Errorf("cannot count GPUs through NVML: %v", ret)
+	}
+	if n == 0 {
+		return nil, nil, fmt.Errorf("cannot find a GPU through NVML: %w", ErrNotApplicable)
+	}
+	driver, ret := s.lib.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		driver = ""
+	}
+	has := func(sym string) bool { return !s.missing[sym] }
+	skipped := nvmlSkipped()
+	var out []gpuReading
+	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			return out, skipped, ctx.Err()
+		}
+		d, ret := s.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return out, skipped, fmt.Errorf("cannot open GPU %d through NVML: %v", i, ret)
+		}
+		r, err := nvmlReading(i, d, driver, has, skipped)
+		if err != nil {
+			return out, skipped, err
+		}
+		out = append(out, r)
+	}
+	return out, skipped, nil
+}
+
+func (s *nvmlSource) Name() string { return "nvml" }
+
+func (s *nvmlSource) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.up {
+		return nil
+	}
+	s.up = false
+	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
+		return fmt.Errorf("cannot shut NVML down: %v", ret)
+	}
+	return nil
+}
