@@ -219,7 +219,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot set up LAYOUTSTATS ingest: %w", err)
 	}
 	m.lstats = layoutstats.NewService(in, m.store, m.hub)
-	if m.analysis, err = analysis.New(m.store, m.hub, analysis.Options{Identity: m.ids}); err != nil {
+	if m.analysis, err = analysis.New(m.store, m.hub, analysis.Options{Identity: m.ids, ScrapeInterval: time.Duration(c.Scrape.Interval), Logger: m.logger}); err != nil {
 		return fmt.Errorf("cannot set up analysis: %w", err)
 	}
 

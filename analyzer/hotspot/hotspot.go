@@ -35,6 +35,9 @@ type Metric int
 // callers that cannot tell directions apart; the Read and Write measures
 // compare each direction with the same direction of the peers, so a
 // checkpoint's writes are never weighed against another device's reads.
+// Latency and Utilization open nothing by themselves (isLoad): latency
+// counts only beside a load measure, and a known Utilization below its
+// floor keeps the subject from being hot.
 const (
 	IOPS Metric = iota
 	BytesPerSec
@@ -54,8 +57,14 @@ var metricUnits = [numMetrics]string{"1/s", "B/s", "ratio", "s", "1/s", "B/s", "
 // isWrite reports whether m measures writes.
 func (m Metric) isWrite() bool { return m == WriteIOPS || m == WriteBytesPerSec }
 
-// isLoad reports whether m measures load (not latency, a symptom).
-func (m Metric) isLoad() bool { return m != Latency }
+// isLoad reports whether m measures load: not latency, a symptom, and not
+// utilisation, a gate (Options.Floors). Utilisation is the share of time a
+// drive has I/O in flight, bounded by 1: a device at 0.9 against peers at
+// 0.6 cannot be 1.5× them, one at 0.4 against idle peers is "∞×" while it
+// has room to spare, and a drive that serves requests in parallel is
+// "100 % busy" long before it is full. It says whether a device is busy at
+// all, not how far above its share it is.
+func (m Metric) isLoad() bool { return m != Latency && m != Utilization }
 
 // String names the metric as it appears in evidence.
 func (m Metric) String() string { return metricNames[m] }

@@ -207,8 +207,10 @@ func TestOptionsValidated(t *testing.T) {
 
 // TestNotHotspots: a checkpoint writing eight stripes at 40× the read rate
 // of the dataset stripes (writes are compared with writes), a device with 3×
-// its peers' IOPS but 5 % utilisation (below the floor), and a popular
-// stripe on a device with room to spare are not hotspots.
+// its peers' IOPS but 5 % utilisation (below the floor), a device at its
+// share of IOPS whose drive is 98 % busy against peers at 60 % (utilisation
+// gates, it opens nothing) and a popular stripe on a device with room to
+// spare are not hotspots.
 func TestNotHotspots(t *testing.T) {
 	d, _ := New(Options{})
 	sc := scenario{ticks: 30, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
@@ -229,6 +231,7 @@ func TestNotHotspots(t *testing.T) {
 		findLoad(loads, devID(0, 2)).Values[Utilization] = 0.05
 		findLoad(loads, devID(0, 2)).Values[IOPS] *= 3
 		findLoad(loads, devID(3, 4)).Values[Utilization] = 0.05
+		findLoad(loads, devID(1, 1)).Values[Utilization] = 0.98
 		for i := range stripes {
 			if stripes[i].DeviceID == devID(3, 4) && stripes[i].FileHandle == "fh03" {
 				stripes[i].Read.BytesCompleted *= 20

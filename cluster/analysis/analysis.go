@@ -18,6 +18,7 @@ package analysis
 
 import (
 	"context"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -47,6 +48,14 @@ type Options struct {
 	DriveEvery time.Duration
 	// RateWindow is the range of the rate() queries; default 15 s.
 	RateWindow time.Duration
+	// ScrapeInterval is how often the agents are scraped; default 15 s
+	// (the mds's scrape.interval). The hotspot stage's drive utilisation
+	// rate spans at least two of them.
+	ScrapeInterval time.Duration
+	// Logger receives what the stages cannot report as an error without
+	// stopping (a query that failed, judged without its input); nil means
+	// slog.Default().
+	Logger *slog.Logger
 	// Identity is the device table that names devices and DSs; nil means
 	// an empty one (ids and addresses stay the names).
 	Identity *identity.Table
@@ -61,6 +70,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RateWindow <= 0 {
 		o.RateWindow = 15 * time.Second
+	}
+	if o.ScrapeInterval <= 0 {
+		o.ScrapeInterval = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Identity == nil {
 		o.Identity = identity.New(nil, nil)

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -111,11 +112,12 @@ type peerGroup struct {
 
 // readQuorum reports, per peer group, whether at least half of its known
 // subjects served reads in the tick. A fair share needs a busy group: while
-// most devices are idle or stalled (a lost DS holds up every stream that
-// touches it) the peer median is near zero, any device still serving is
-// "∞× its peers", and without the drives' utilisation (which the analyzer
-// would use to dismiss it) that would be a false hotspot. Such ticks are
-// not judged on reads.
+// most devices are idle the peer median is near zero and any device still
+// serving is "∞× its peers". Such ticks are not judged on reads. The
+// quorum counts any device that read at all, so while a lost DS stalls
+// most streams a group can keep its quorum with a collapsed median; the
+// drives' utilisation (driveUtil), where the DS agents export it, is what
+// then keeps an unbusy device from being hot.
 func readQuorum(loads []*subjectLoad) map[peerGroup]bool {
 	total, active := map[peerGroup]int{}, map[peerGroup]int{}
 	for _, l := range loads {
@@ -138,13 +140,18 @@ func readQuorum(loads []*subjectLoad) map[peerGroup]bool {
 // drive, the DS), so device and DS findings name their hot stripes. Switch ports are
 // not judged: no agent scrapes the switch.
 //
+// A device's utilisation is its drive's busy time (driveUtil), joined to
+// the device by the drive name the identity stage gave it; it is unknown
+// for a device whose drive has no series (no DS agent, a DS the table
+// cannot name yet) and the device is judged on LAYOUTSTATS alone.
+//
 // Stripe findings are passed on only while the stripe's device is itself
-// hot. The analyzer gates stripes on their device's utilisation, which the
-// mds cannot give it here (diskstats name drives by kernel name, LAYOUTSTATS
-// by pNFS device id, and nothing a real cluster exposes joins the two), so
-// without this gate every popular stripe of an idle device would be
-// reported. A stripe finding already passed on is closed when its device
-// cools.
+// hot. The analyzer also drops stripes of a device whose utilisation is
+// known and below StripeDeviceUtil, but the utilisation is unknown on a
+// cluster without DS agents, and the gate predates it: without it every
+// popular stripe of an idle device would be reported there. It stays until
+// the evaluation shows stripes judged on utilisation alone do as well. A
+// stripe finding already passed on is closed when its device cools.
 type hotspotStage struct {
 	a       *Analysis
 	tracker loadTracker
@@ -152,6 +159,49 @@ type hotspotStage struct {
 	loads   []*subjectLoad
 	hot     map[models.Subject]bool // subjects of the tick's active findings
 	stripes closer                  // stripe findings passed on and still open
+	// utilFailing is set while the utilisation query fails, so the
+	// failure is logged once, not every tick.
+	utilFailing bool
+}
+
+// utilQuery is every DS drive's utilisation: the rate of its busy time
+// (diskstats io_ticks: time with at least one I/O in flight, so 1 s/s at
+// most) over window, per node and kernel device name.
+func utilQuery(window time.Duration) string {
+	return fmt.Sprintf(`max by (node, device) (rate(%s{role="ds"}[%ds]))`, models.MetricDiskIOTime, int(window.Seconds()))
+}
+
+// utilWindow spans two scrapes of the agents (MetricsQL's rate also uses
+// the sample just before the window), and at least RateWindow.
+func (h *hotspotStage) utilWindow() time.Duration {
+	return max(h.a.opts.RateWindow, 2*h.a.opts.ScrapeInterval)
+}
+
+// driveUtil returns the utilisation of each drive, by drive name
+// (identity.Table.DriveName: "ds04/nvme4n1"), from one query. A failed
+// query is logged once (until one succeeds again) and yields none: the
+// tick is judged without utilisation rather than not at all.
+func (h *hotspotStage) driveUtil(ctx context.Context, now time.Time) map[string]float64 {
+	q := utilQuery(h.utilWindow())
+	series, err := h.a.q.Query(ctx, q, now)
+	if err != nil {
+		if !h.utilFailing {
+			h.a.opts.Logger.Warn("hotspot: cannot read drive utilisation; devices are judged without it until the query works again", "query", q, "err", err)
+		}
+		h.utilFailing = true
+		return nil
+	}
+	h.utilFailing = false
+	out := make(map[string]float64, len(series))
+	for i := range series {
+		s := &series[i]
+		v, ok := lastValue(s)
+		if !ok || !(v >= 0) || s.Label("node") == "" || s.Label("device") == "" {
+			continue
+		}
+		out[h.a.ids.DriveName(s.Label("node"), s.Label("device"))] = min(v, 1)
+	}
+	return out
 }
 
 func newHotspotStage(a *Analysis) (*hotspotStage, error) {
@@ -164,8 +214,9 @@ func newHotspotStage(a *Analysis) (*hotspotStage, error) {
 
 func (h *hotspotStage) Name() string { return "hotspot" }
 
-func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, error) {
+func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
 	h.loads = h.tracker.loads(h.a.stripes.tick, h.a.ident.Pools())
+	util := h.driveUtil(ctx, now)
 	in := hotspot.Input{Stripes: h.a.stripes.tick, Loads: make([]hotspot.Load, 0, len(h.loads))}
 	reads := readQuorum(h.loads)
 	for _, l := range h.loads {
@@ -185,6 +236,14 @@ func (h *hotspotStage) Run(_ context.Context, now time.Time) ([]models.Finding, 
 		if l.dirBytes[1] > 0 {
 			ld.Values[hotspot.WriteIOPS] = l.dirOps[1]
 			ld.Values[hotspot.WriteBytesPerSec] = l.dirBytes[1]
+		}
+		// Utilisation only gates (analyzer/hotspot: a subject whose
+		// utilisation is known and below its floor is never hot); it opens
+		// nothing by itself. A device serving its share while its peers
+		// stall (a lost DS) is far above a collapsed median in IOPS but
+		// not busy, and that is not a hotspot.
+		if u, ok := util[l.subject.ID]; ok && l.subject.Kind == models.SubjectDevice {
+			ld.Values[hotspot.Utilization] = u
 		}
 		in.Loads = append(in.Loads, ld)
 	}

@@ -325,6 +325,36 @@ func TestIdentityNamesDeltasAndTheLostDS(t *testing.T) {
 	}
 }
 
+// hotAfterFourTicks runs the identity and hotspot stages on q for four
+// 10 s ticks of the same deltas and returns the subjects of the kinds
+// given whose findings are active after the last.
+func hotAfterFourTicks(t *testing.T, q Querier, opts Options, tick []models.StripeDelta, kinds ...models.SubjectKind) []string {
+	t.Helper()
+	a, err := New(q, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hot []string
+	for s := range 4 {
+		now := t0.Add(time.Duration(s) * 10 * time.Second)
+		a.stripes.tick = slices.Clone(tick)
+		if _, err := a.ident.Run(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := a.hot.Run(context.Background(), now)
+		if err != nil {
+			t.Fatalf("hotspot stage: %v", err)
+		}
+		hot = hot[:0]
+		for _, f := range fs {
+			if f.Active() && slices.Contains(kinds, f.Subject.Kind) {
+				hot = append(hot, f.Subject.String())
+			}
+		}
+	}
+	return hot
+}
+
 // TestHotspotComparesPeersWithinPoolAndDirection: a fast pool serves
 // reads evenly while a checkpoint writes a second pool (some devices take
 // two of its layout components, the rest one). Judged per pool and per
@@ -362,28 +392,7 @@ func TestHotspotComparesPeersWithinPoolAndDirection(t *testing.T) {
 			add(fmt.Sprintf("%s/nvme%dn1", ds, k), ds, 0, wr)
 		}
 	}
-	a, err := New(exprQuerier{upQuery: up}, nil, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hot []string
-	for s := range 4 {
-		now := t0.Add(time.Duration(s) * 10 * time.Second)
-		a.stripes.tick = slices.Clone(tick)
-		if _, err := a.ident.Run(context.Background(), now); err != nil {
-			t.Fatal(err)
-		}
-		fs, err := a.hot.Run(context.Background(), now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hot = hot[:0]
-		for _, f := range fs {
-			if f.Active() {
-				hot = append(hot, f.Subject.String())
-			}
-		}
-	}
+	hot := hotAfterFourTicks(t, exprQuerier{upQuery: up}, Options{}, tick, models.SubjectDevice, models.SubjectDS, models.SubjectStripe)
 	if want := []string{"device:fs01/nvme2n1"}; !slices.Equal(hot, want) {
 		t.Errorf("hot subjects %v; want only %v", hot, want)
 	}
@@ -430,5 +439,73 @@ func TestStarvationNICUtilisation(t *testing.T) {
 	a.q = exprQuerier{}
 	if got, err := a.st.nicUtil(context.Background(), t0); err != nil || len(got) != 0 {
 		t.Errorf("without speeds: %v, %v; want none", got, err)
+	}
+}
+
+// failingQuerier answers the utilisation query with an error and the rest
+// from exprQuerier.
+type failingQuerier struct {
+	exprQuerier
+	fail string
+}
+
+func (f failingQuerier) Query(ctx context.Context, expr string, at time.Time) ([]storage.Series, error) {
+	if expr == f.fail {
+		return nil, fmt.Errorf("query %q: storage unavailable", expr)
+	}
+	return f.exprQuerier.Query(ctx, expr, at)
+}
+
+// TestHotspotGatesDevicesOnDriveUtilisation: while a DS is lost most of a
+// pool's devices stall at ~119 read IOPS and a few serve 877 (mixed, seed
+// 1). A device that far above the collapsed median whose drive is barely
+// busy (the DS agent's io_time rate) is not hot; one whose drive is busy
+// is, and so is one whose drive has no utilisation series (judged on
+// LAYOUTSTATS alone, as on a cluster without DS agents). A busy drive
+// serving its share is not hot: utilisation gates, it opens nothing. When the
+// utilisation query fails the stage still judges, without it.
+func TestHotspotGatesDevicesOnDriveUtilisation(t *testing.T) {
+	var up, util []storage.Series
+	var tick []models.StripeDelta
+	for i := range 10 {
+		ds := fmt.Sprintf("ds%02d", i)
+		dev := ds + "/nvme2n1"
+		up = append(up, series("up", 1, "node", ds, "pool", "fast"))
+		ops, u := uint64(1190+10*i), 0.08 // 119–128 IOPS over 10 s
+		switch i {
+		case 6: // its share, drive busy (a slow drive): utilisation opens nothing
+			u = 0.7
+		case 7: // far above its peers, drive barely busy
+			ops, u = 8770, 0.12
+		case 8: // far above its peers, drive busy
+			ops, u = 8770, 0.85
+		case 9: // far above its peers, no utilisation series
+			ops = 8770
+		}
+		if i != 9 {
+			util = append(util, series("", u, "node", ds, "device", "nvme2n1"))
+		}
+		d := delta(dev, ds, 10*time.Second, ops, ops<<17, 0, 0, time.Duration(ops)*time.Millisecond)
+		d.Write.OpsCompleted = 0
+		d.StripeKey.FileHandle = "fh-" + ds
+		tick = append(tick, d)
+	}
+	// DSs have no utilisation: only devices are gated.
+	opts := Options{ScrapeInterval: 10 * time.Second}
+	hotDevices := func(q Querier) []string { return hotAfterFourTicks(t, q, opts, tick, models.SubjectDevice) }
+	a, err := New(nil, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uq := utilQuery(a.hot.utilWindow())
+	if !strings.Contains(uq, "[20s]") {
+		t.Errorf("utilisation query %q; want a window of two 10 s scrapes", uq)
+	}
+	q := exprQuerier{upQuery: up, uq: util}
+	if got, want := hotDevices(q), []string{"device:ds08/nvme2n1", "device:ds09/nvme2n1"}; !slices.Equal(got, want) {
+		t.Errorf("hot devices %v; want %v (ds06 busy at its share, ds07 far above but at 12 %%)", got, want)
+	}
+	if got, want := hotDevices(failingQuerier{q, uq}), []string{"device:ds07/nvme2n1", "device:ds08/nvme2n1", "device:ds09/nvme2n1"}; !slices.Equal(got, want) {
+		t.Errorf("utilisation query failing: hot devices %v; want %v, judged on LAYOUTSTATS alone", got, want)
 	}
 }
