@@ -38,8 +38,10 @@ type StorageConfig struct {
 	MaxConcurrentQueries int      `yaml:"max_concurrent_queries"`
 	QueryTimeout         Duration `yaml:"query_timeout"`
 	MaxMemoryPerQuery    int64    `yaml:"max_memory_per_query"`
-	// RefreshInterval: how often acknowledged rows are made searchable;
-	// 0 leaves it to VictoriaMetrics' own timers (docs/storage.md#freshness).
+	// RefreshInterval: a query finds every row acknowledged this long
+	// before it (rows are made searchable on read, at most once per
+	// interval); 0 leaves it to VictoriaMetrics' own timers
+	// (docs/storage.md#freshness).
 	RefreshInterval Duration `yaml:"refresh_interval"`
 	// Remote is used when Backend is remote.
 	Remote RemoteConfig `yaml:"remote"`

@@ -34,6 +34,7 @@ func (e *Embedded) exec(ctx context.Context, expr string, start, end, step int64
 	if e.closed {
 		return nil, ErrClosed
 	}
+	e.fresh()
 	timeout := e.opts.QueryTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)

@@ -47,6 +47,7 @@ func (e *Embedded) QueryHandler() http.Handler {
 			writeAPIError(w, http.StatusServiceUnavailable, ErrClosed)
 			return
 		}
+		e.fresh()
 		if r.URL.Path == "/api/v1/query" {
 			setQueryTime(r, time.Now())
 		}
