@@ -11,7 +11,10 @@ package main
 // from the module cache at the VictoriaMetrics version go.mod requires,
 // reads the same file and remote-writes to a sink in this process that
 // reads and discards every body. Both run side by side, so load on the
-// shared machine falls on both alike.
+// shared machine falls on both alike. Then, with the mds stopped,
+// VictoriaMetrics single-node (the engine underneath the mds, same
+// version) scrapes the same targets into its own store, beside the same
+// vmagent: what the mds adds to its engine, and what storing costs.
 //
 // CPU is user+system from /proc/PID/stat over whole scrape rounds after a
 // warm-up (the mds creates every series in its first round); samples are
@@ -161,6 +164,10 @@ func fleetSection(ballast string) (string, error) {
 	if _, err := run(ctx, nil, "go", "build", "-o", vmagent, "github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent"); err != nil {
 		return "", fmt.Errorf("cannot build vmagent from the module cache: %w", err)
 	}
+	vmsingle := filepath.Join(dir, "victoria-metrics")
+	if _, err := run(ctx, nil, "go", "build", "-o", vmsingle, "github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics"); err != nil {
+		return "", fmt.Errorf("cannot build victoria-metrics from the module cache: %w", err)
+	}
 
 	sc, err := twin.LoadScenario(scaleScenario)
 	if err != nil {
@@ -196,12 +203,13 @@ func fleetSection(ballast string) (string, error) {
 	go sink.Serve(sinkL)
 	defer sink.Close()
 
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return "", err
 	}
 	mdsBase := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	vmBase := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	vmsBase := fmt.Sprintf("http://127.0.0.1:%d", ports[2])
 	mdsCfg := filepath.Join(dir, "mds.yaml")
 	if err := os.WriteFile(mdsCfg, []byte(fmt.Sprintf("scrape:\n  interval: %s\n  target_files: [%q]\n", fleetInterval, sdFile)), 0o644); err != nil {
 		return "", err
@@ -260,26 +268,30 @@ func fleetSection(ballast string) (string, error) {
 			return ctx.Err()
 		}
 	}
-	// Warm-up: until the mds scrapes every target once per interval (its
-	// first rounds create every series, far slower than later ones), at
-	// least fleetWarmup rounds, at most fleetMaxWarmup.
-	warmStart := time.Now()
-	caughtUp := false
-	prev := metric(mdsBase, "vm_promscrape_scrape_duration_seconds_count")
-	for r := 1; r <= fleetMaxWarmup; r++ {
-		if err := sleep(fleetInterval); err != nil {
-			return "", err
+	// Warm-up: until the storing scraper scrapes every target once per
+	// interval (its first rounds create every series, far slower than
+	// later ones), at least fleetWarmup rounds, at most fleetMaxWarmup.
+	warmup := func(name, base string) (time.Duration, bool, error) {
+		start := time.Now()
+		prev := metric(base, "vm_promscrape_scrape_duration_seconds_count")
+		for r := 1; r <= fleetMaxWarmup; r++ {
+			if err := sleep(fleetInterval); err != nil {
+				return 0, false, err
+			}
+			cur := metric(base, "vm_promscrape_scrape_duration_seconds_count")
+			fmt.Fprintf(os.Stderr, "benchsections: fleet: warm-up round %d: %s scraped %.0f targets\n", r, name, cur-prev)
+			full := cur-prev >= float64(len(fm.targets))*0.99
+			prev = cur
+			if full && r >= fleetWarmup {
+				return time.Since(start), true, nil
+			}
 		}
-		cur := metric(mdsBase, "vm_promscrape_scrape_duration_seconds_count")
-		fmt.Fprintf(os.Stderr, "benchsections: fleet: warm-up round %d: mds scraped %.0f targets\n", r, cur-prev)
-		full := cur-prev >= float64(len(fm.targets))*0.99
-		prev = cur
-		if full && r >= fleetWarmup {
-			caughtUp = true
-			break
-		}
+		return time.Since(start), false, nil
 	}
-	warm := time.Since(warmStart)
+	warm, caughtUp, err := warmup("mds", mdsBase)
+	if err != nil {
+		return "", err
+	}
 	m0, v0 := readFleet(mds, mdsBase), readFleet(vma, vmBase)
 	if err := sleep(fleetRounds * fleetInterval); err != nil {
 		return "", err
@@ -319,10 +331,39 @@ func fleetSection(ballast string) (string, error) {
 		}
 		*q.dst = v
 	}
-	load1 := machine()
 	mds.stop()
+
+	// The engine underneath, alone with the same vmagent.
+	single, err := startProc("victoria-metrics", vmsingle, "-promscrape.config="+vmCfg, "-httpListenAddr="+vmsBase[len("http://"):],
+		"-storageDataPath="+filepath.Join(dir, "vmsingle-data"), "-loggerLevel=ERROR")
+	if err != nil {
+		return "", err
+	}
+	if err := waitHTTP(vmsBase+"/health", time.Minute); err != nil {
+		return "", err
+	}
+	sw := fleetSingle{}
+	if sw.warm, sw.caughtUp, err = warmup("victoria-metrics", vmsBase); err != nil {
+		return "", err
+	}
+	s0, w0 := readFleet(single, vmsBase), readFleet(vma, vmBase)
+	if err := sleep(fleetRounds * fleetInterval); err != nil {
+		return "", err
+	}
+	s1, w1 := readFleet(single, vmsBase), readFleet(vma, vmBase)
+	sw.side, sw.agent = side(single, s0, s1), side(vma, w0, w1)
+	load1 := machine()
+	single.stop()
 	vma.stop()
-	return fleetReport(fm, ms, vs, chk, warm, caughtUp, rows, sinkBytes.Load(), load1, ballast), nil
+	return fleetReport(fm, ms, vs, chk, warm, caughtUp, rows, sinkBytes.Load(), load1, ballast, sw), nil
+}
+
+// fleetSingle is VictoriaMetrics single-node's phase: its own counters and
+// vmagent's over the same rounds.
+type fleetSingle struct {
+	side, agent fleetSide
+	warm        time.Duration
+	caughtUp    bool
 }
 
 // procHWM is the peak RSS (VmHWM) of p in MiB, or NaN.
@@ -344,7 +385,7 @@ func procHWM(p *proc) float64 {
 	return math.NaN()
 }
 
-func fleetReport(fm *farm, ms, vs fleetSide, chk fleetCheck, warm time.Duration, caughtUp bool, rows float64, sinkBytes int64, load1, ballast string) string {
+func fleetReport(fm *farm, ms, vs fleetSide, chk fleetCheck, warm time.Duration, caughtUp bool, rows float64, sinkBytes int64, load1, ballast string, sw fleetSingle) string {
 	n := len(fm.targets)
 	want := float64(n * fleetRounds)
 	var b strings.Builder
@@ -388,6 +429,20 @@ func fleetReport(fm *farm, ms, vs fleetSide, chk fleetCheck, warm time.Duration,
 	fmt.Fprintf(&b, "\n| target | measured | |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| mds CPU per scraped sample ≤ 1.0× vmagent's | %.3f vs %.3f µs (%.2f×) | %s |\n", ms.usPerSample(), vs.usPerSample(), ratio, verdict(ratio <= 1.0))
 	fmt.Fprintf(&b, "| zero missed scrapes at %d targets on %d CPUs (failed scrapes + up=0 + up samples short in the store) | %.0f | %s |\n", n, runtime.NumCPU(), missed, verdict(missed == 0))
+
+	// The engine underneath.
+	ss, sa := sw.side, sw.agent
+	fmt.Fprintf(&b, "\n**The engine underneath.** With the mds stopped, VictoriaMetrics single-node (built from the module cache like vmagent, `go build github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics`, its default flags) scraped the same file_sd file with the same config as vmagent and stored into its own empty store, beside the same vmagent, with the same warm-up rule (%s; caught up: %v) and %d measured rounds. This is what scraping and storing cost in the engine the mds embeds; the mds's own additions are the analysis pipeline, node/role labels and limits on each scraped sample, and refresh on read.\n\n",
+		sw.warm.Round(time.Second), sw.caughtUp, fleetRounds)
+	fmt.Fprintf(&b, "| per %d rounds × %d targets | VictoriaMetrics single-node (scrape + store) | vmagent, same rounds |\n|---|---:|---:|\n", fleetRounds, n)
+	fmt.Fprintf(&b, "| scrapes (want %.0f) | %.0f | %.0f |\n", want, ss.scrapes, sa.scrapes)
+	fmt.Fprintf(&b, "| failed scrapes (warm-up) | %.0f (%.0f) | %.0f (%.0f) |\n", ss.failed, ss.failedWarm, sa.failed, sa.failedWarm)
+	fmt.Fprintf(&b, "| samples scraped | %.0f | %.0f |\n", ss.samples, sa.samples)
+	fmt.Fprintf(&b, "| CPU | %.2f s (%.2f cores) | %.2f s (%.2f cores) |\n", ss.cpu.Seconds(), ss.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds(), sa.cpu.Seconds(), sa.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds())
+	fmt.Fprintf(&b, "| CPU per scraped sample | %.3f µs | %.3f µs |\n", ss.usPerSample(), sa.usPerSample())
+	fmt.Fprintf(&b, "| peak RSS | %.0f MiB | – |\n", ss.rss)
+	fmt.Fprintf(&b, "\nmds ÷ VictoriaMetrics single-node, CPU per scraped sample: **%.2f×** (each against its own vmagent rounds: mds %.2f× vmagent, single-node %.2f× vmagent).\n",
+		ms.usPerSample()/ss.usPerSample(), ratio, ss.usPerSample()/sa.usPerSample())
 	return b.String()
 }
 
