@@ -121,3 +121,24 @@ func startDaemon(t *testing.T, role, file string) (bool, string) {
 		return false, ""
 	}
 }
+
+// TestConfigCheckTakesConfigFlag: the file can be named as the daemons take
+// it (--config FILE); naming it twice, or not at all, is a usage error that
+// says so.
+func TestConfigCheckTakesConfigFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ds.yml")
+	if err := os.WriteFile(file, []byte("role: ds\nlisten: 127.0.0.1:0\nnode_name: ds01\ncollectors: {smartctl: false}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI("config", "check", "--config", file); code != 0 || !strings.Contains(out, file+": valid ds config") {
+		t.Fatalf("config check --config FILE: exit %d, stdout %q, stderr %q; want 0 and valid ds config", code, out, errOut)
+	}
+	for _, args := range [][]string{{"--config", file, file}, {}} {
+		code, _, errOut := runCLI(append([]string{"config", "check"}, args...)...)
+		if code != 2 || !strings.Contains(errOut, "usage error") {
+			t.Errorf("config check %q: exit %d, stderr %q; want a usage error (exit 2)", args, code, errOut)
+		}
+	}
+}
