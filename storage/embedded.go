@@ -211,14 +211,15 @@ type Embedded struct {
 	flusherDone chan struct{}
 	stopOnce    sync.Once
 	// refreshMu serialises refreshes on read (fresh): queries that
-	// arrive during one wait for it instead of starting their own.
+	// arrive during one wait for it instead of starting their own. It
+	// guards refreshStart.
 	refreshMu sync.Mutex
 	refreshes *metrics.Counter
 	// refreshed is the row count the last completed refresh read before
 	// it started: every row counted up to it is searchable.
 	refreshed atomic.Uint64
-	// refreshStart is when the last refresh started (Unix nanoseconds).
-	refreshStart atomic.Int64
+	// refreshStart is when the last refresh started.
+	refreshStart time.Time
 	flushes      *metrics.Counter
 	flushSkips   *metrics.Counter
 	// lowDisk is set by the disk watcher below MinFreeDiskBytes free, at
@@ -452,10 +453,10 @@ func (e *Embedded) fresh() {
 		return
 	}
 	now := time.Now()
-	if now.Sub(time.Unix(0, e.refreshStart.Load())) < iv {
+	if now.Sub(e.refreshStart) < iv {
 		return
 	}
-	e.refreshStart.Store(now.UnixNano())
+	e.refreshStart = now
 	m := e.rowsAdded.Load()
 	vmstorage.DebugFlush()
 	e.refreshed.Store(m)
