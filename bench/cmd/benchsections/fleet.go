@@ -425,12 +425,9 @@ func fleetReport(fm *farm, ms, vs fleetSide, chk fleetCheck, warm time.Duration,
 		}
 	}
 	fmt.Fprintf(&b, "\n| per %d rounds × %d targets | ballast mds (scrape + store) | vmagent (scrape + remote write) |\n|---|---:|---:|\n", fleetRounds, n)
-	fmt.Fprintf(&b, "| scrapes (want %.0f) | %.0f | %.0f |\n", want, ms.scrapes, vs.scrapes)
-	fmt.Fprintf(&b, "| failed scrapes (warm-up) | %.0f (%.0f) | %.0f (%.0f) |\n", ms.failed, ms.failedWarm, vs.failed, vs.failedWarm)
-	fmt.Fprintf(&b, "| samples scraped | %.0f | %.0f |\n", ms.samples, vs.samples)
+	countRows(&b, want, ms, vs)
 	fmt.Fprintf(&b, "| samples per target per scrape | %.0f | %.0f |\n", ms.samples/math.Max(ms.scrapes, 1), vs.samples/math.Max(vs.scrapes, 1))
-	fmt.Fprintf(&b, "| CPU | %.2f s (%.2f cores) | %.2f s (%.2f cores) |\n", ms.cpu.Seconds(), ms.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds(), vs.cpu.Seconds(), vs.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds())
-	fmt.Fprintf(&b, "| CPU per scraped sample | %.3f µs | %.3f µs |\n", ms.usPerSample(), vs.usPerSample())
+	cpuRows(&b, ms, vs)
 	fmt.Fprintf(&b, "| new series created by the store (`vm_new_timeseries_created_total`) | %.0f | – |\n", ms.newSeries)
 	fmt.Fprintf(&b, "| peak RSS | %.0f MiB | %.0f MiB |\n", ms.rss, vs.rss)
 	fmt.Fprintf(&b, "\nWhole run: the mds stored %.0f rows (`ballast_scrape_rows_total`, scrape series included); vmagent sent %.1f MiB of remote-write bodies to the sink.\n", rows, float64(sinkBytes)/(1<<20))
@@ -452,11 +449,8 @@ func fleetReport(fm *farm, ms, vs fleetSide, chk fleetCheck, warm time.Duration,
 	fmt.Fprintf(&b, "\n**The engine underneath.** With the mds stopped, VictoriaMetrics single-node (built from the module cache like vmagent, `go build github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics`, its default flags) scraped the same file_sd file with the same config as vmagent and stored into its own empty store, beside the same vmagent, with the same warm-up rule (%s; caught up: %v) and %d measured rounds. This is what scraping and storing cost in the engine the mds embeds; the mds's own additions are the analysis pipeline, node/role labels and limits on each scraped sample, and refresh on read.\n\n",
 		sw.warm.Round(time.Second), sw.caughtUp, fleetRounds)
 	fmt.Fprintf(&b, "| per %d rounds × %d targets | VictoriaMetrics single-node (scrape + store) | vmagent, same rounds |\n|---|---:|---:|\n", fleetRounds, n)
-	fmt.Fprintf(&b, "| scrapes (want %.0f) | %.0f | %.0f |\n", want, ss.scrapes, sa.scrapes)
-	fmt.Fprintf(&b, "| failed scrapes (warm-up) | %.0f (%.0f) | %.0f (%.0f) |\n", ss.failed, ss.failedWarm, sa.failed, sa.failedWarm)
-	fmt.Fprintf(&b, "| samples scraped | %.0f | %.0f |\n", ss.samples, sa.samples)
-	fmt.Fprintf(&b, "| CPU | %.2f s (%.2f cores) | %.2f s (%.2f cores) |\n", ss.cpu.Seconds(), ss.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds(), sa.cpu.Seconds(), sa.cpu.Seconds()/(fleetRounds*fleetInterval).Seconds())
-	fmt.Fprintf(&b, "| CPU per scraped sample | %.3f µs | %.3f µs |\n", ss.usPerSample(), sa.usPerSample())
+	countRows(&b, want, ss, sa)
+	cpuRows(&b, ss, sa)
 	fmt.Fprintf(&b, "| peak RSS | %.0f MiB | – |\n", ss.rss)
 	fmt.Fprintf(&b, "\nmds ÷ VictoriaMetrics single-node, CPU per scraped sample: **%.2f×** (each against its own vmagent rounds: mds %.2f× vmagent, single-node %.2f× vmagent).\n",
 		ms.usPerSample()/ss.usPerSample(), ratio, ss.usPerSample()/sa.usPerSample())
@@ -492,4 +486,18 @@ func promScalar(base, q string, at time.Time) (float64, error) {
 	}
 	s, _ := r.Data.Result[0].Value[1].(string)
 	return strconv.ParseFloat(s, 64)
+}
+
+// countRows writes the scrape and sample rows of a two-column fleet table.
+func countRows(b *strings.Builder, want float64, x, y fleetSide) {
+	fmt.Fprintf(b, "| scrapes (want %.0f) | %.0f | %.0f |\n", want, x.scrapes, y.scrapes)
+	fmt.Fprintf(b, "| failed scrapes (warm-up) | %.0f (%.0f) | %.0f (%.0f) |\n", x.failed, x.failedWarm, y.failed, y.failedWarm)
+	fmt.Fprintf(b, "| samples scraped | %.0f | %.0f |\n", x.samples, y.samples)
+}
+
+// cpuRows writes the CPU rows of a two-column fleet table.
+func cpuRows(b *strings.Builder, x, y fleetSide) {
+	secs := (fleetRounds * fleetInterval).Seconds()
+	fmt.Fprintf(b, "| CPU | %.2f s (%.2f cores) | %.2f s (%.2f cores) |\n", x.cpu.Seconds(), x.cpu.Seconds()/secs, y.cpu.Seconds(), y.cpu.Seconds()/secs)
+	fmt.Fprintf(b, "| CPU per scraped sample | %.3f µs | %.3f µs |\n", x.usPerSample(), y.usPerSample())
 }
