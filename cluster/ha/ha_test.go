@@ -197,9 +197,13 @@ func TestMain(m *testing.M) {
 
 // helper is one "mds" of the fencing test: it campaigns, raises the fence
 // when it takes over, and while leading commits a line to the journal every
-// 20 ms under the fence. Before each commit it writes its epoch to a
-// "checked" file and waits 200 ms: the window in which the test stops it
-// with SIGSTOP, between the leadership check and the commit.
+// 20 ms under the fence. While a "hold" file exists it stops between the
+// leadership check and the commit: it writes its epoch to a "holding" file
+// and waits until the hold is gone. That is where the test stops it with
+// SIGSTOP. (It used to sleep 200 ms there instead; a test descheduled that
+// long before sending SIGSTOP saw the commit go through, and the continued
+// process then saw it had lost the lease and never tried the late commit
+// the test waits for: a flake on a loaded machine, 2026-11-26.)
 func helper() int {
 	dir := os.Getenv("BALLAST_HA_DIR")
 	name := os.Getenv("BALLAST_HA_NAME")
@@ -232,8 +236,12 @@ func helper() int {
 			}
 			raised = epoch
 		}
-		os.WriteFile(filepath.Join(dir, "checked-"+name), []byte(strconv.FormatUint(epoch, 10)), 0o644)
-		time.Sleep(200 * time.Millisecond)
+		if exists(filepath.Join(dir, "hold-"+name)) {
+			os.WriteFile(filepath.Join(dir, "holding-"+name), []byte(strconv.FormatUint(epoch, 10)), 0o644)
+			for exists(filepath.Join(dir, "hold-"+name)) {
+				time.Sleep(time.Millisecond)
+			}
+		}
 		err := fence.Commit(epoch, func() error {
 			_, err := fmt.Fprintf(journal, "%s commit %d\n", name, epoch)
 			return err
@@ -241,7 +249,6 @@ func helper() int {
 		if err != nil {
 			fmt.Fprintf(journal, "%s refused %d\n", name, epoch)
 		}
-		os.Remove(filepath.Join(dir, "checked-"+name))
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -271,8 +278,8 @@ func TestFencingPausedLeader(t *testing.T) {
 	}
 	procs := map[string]*exec.Cmd{"a": start("a")}
 	// a leads and is about to commit.
-	checked := func(name string) (uint64, bool) {
-		b, err := os.ReadFile(filepath.Join(dir, "checked-"+name))
+	holding := func(name string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, "holding-"+name))
 		if err != nil {
 			return 0, false
 		}
@@ -293,10 +300,15 @@ func TestFencingPausedLeader(t *testing.T) {
 	waitFor("a to lead and commit", func() bool { return strings.Contains(readJournal(dir), "a commit") })
 	procs["b"] = start("b")
 	time.Sleep(testTTL)
+	hold := filepath.Join(dir, "hold-a")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var old uint64
-	waitFor("a between check and commit", func() bool { var ok bool; old, ok = checked("a"); return ok })
+	waitFor("a between check and commit", func() bool { var ok bool; old, ok = holding("a"); return ok })
 	procs["a"].Process.Signal(syscall.SIGSTOP)
 	waitFor("b to take over and commit", func() bool { return strings.Contains(readJournal(dir), "b commit") })
+	os.Remove(hold)
 	procs["a"].Process.Signal(syscall.SIGCONT)
 	waitFor("a's late commit attempt", func() bool { return strings.Contains(readJournal(dir), fmt.Sprintf("a refused %d", old)) })
 	time.Sleep(500 * time.Millisecond)
@@ -317,6 +329,11 @@ func TestFencingPausedLeader(t *testing.T) {
 		}
 	}
 	t.Logf("journal: %d lines; a's commit at epoch %d after SIGCONT was refused", len(lines), old)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func readJournal(dir string) string {
