@@ -17,6 +17,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/decimal"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
@@ -66,17 +67,45 @@ type Batch struct {
 	psmp    []prompb.Sample
 	pts     []prompb.TimeSeries
 
-	passed     []models.Label                  // the last label set validateLabels passed
+	// names holds the rows' names encoded for lib/storage
+	// (MarshalMetricNameRaw), once per series, while the batch has no
+	// extra labels; MetricRows hands them to the store as they are.
+	names []byte
+
+	passed     []models.Label // the last label set validateLabels passed
+	last       series         // the last series added, when lastOK
+	lastName   string         // its metric name
+	lastOK     bool
+	checked    string                          // the last text metric name that passed models.CheckMetricName
 	wru        *prompb.WriteRequestUnmarshaler // ParseRemoteWrite's, kept for its buffers
 	asReceived bool                            // see AsReceived
+	rwBody     []byte                          // the body AsReceived still has to look into
 }
 
 type row struct {
-	name   string
-	lstart int32
-	lend   int32
-	ts     int64
-	v      float64
+	name string
+	series
+	ts int64
+	v  float64
+}
+
+// series locates a validated label set: its labels in Batch.labels and,
+// when the batch had no extra labels as it was added, its encoded name in
+// Batch.names. Rows of one series share them.
+type series struct {
+	lstart, lend int32
+	nstart, nend int32
+}
+
+// mark is where a batch stood, to go back to.
+type mark struct{ rows, labels, names, nans int }
+
+func (b *Batch) mark() mark { return mark{len(b.rows), len(b.labels), len(b.names), b.nans} }
+
+// rollback drops everything added since m.
+func (b *Batch) rollback(m mark) {
+	b.rows, b.labels, b.names, b.nans = b.rows[:m.rows], b.labels[:m.labels], b.names[:m.names], m.nans
+	b.lastOK = false
 }
 
 // Reset empties b for reuse, keeping its memory.
@@ -86,9 +115,11 @@ func (b *Batch) Reset() {
 	clear(b.labels)
 	b.labels = b.labels[:0]
 	b.extra = nil
+	b.names = b.names[:0]
 	clear(b.passed)
 	b.passed = b.passed[:0]
-	b.asReceived = false
+	b.lastOK, b.lastName, b.checked = false, "", ""
+	b.asReceived, b.rwBody = false, nil
 }
 
 // Len returns the number of rows in b.
@@ -131,11 +162,26 @@ func (b *Batch) Samples() []models.Sample {
 // MetricRows appends b's rows from index start on to dst in the encoding
 // lib/storage expects (MarshalMetricNameRaw; any other encoding is silently
 // dropped by it), stopping before the encoded names would pass maxBytes
-// (but taking at least one row). buf backs the names and is returned for
-// reuse; next is the index of the first row not encoded, Len() at the
-// end. Encoding in chunks bounds memory: extra labels are copied into every
-// row's name.
+// (but taking at least one row); next is the index of the first row not
+// appended, Len() at the end. A batch without extra labels encoded each
+// series' name once as it was added, and the rows' MetricNameRaw alias
+// that memory: valid until b is reset or added to. With extra labels the
+// names are encoded here, into buf (returned for reuse), in chunks that
+// bound memory: extra labels are copied into every row's name.
 func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte, start, maxBytes int) (rows []vmstorage.MetricRow, out []byte, next int) {
+	if len(b.extra) == 0 {
+		need, end := 0, start
+		for ; end < len(b.rows); end++ {
+			r := &b.rows[end]
+			n := int(r.nend - r.nstart)
+			if end > start && need+n > maxBytes {
+				break
+			}
+			need += n
+			dst = append(dst, vmstorage.MetricRow{MetricNameRaw: b.names[r.nstart:r.nend:r.nend], Timestamp: r.ts, Value: r.v})
+		}
+		return dst, buf, end
+	}
 	// Size buf once so that the MetricNameRaw slices stay valid: appending
 	// past capacity would move earlier names.
 	need, end := 0, start
@@ -215,12 +261,12 @@ func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
 // before the call.
 func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
 	b.asReceived = false
-	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
+	m := b.mark()
 	for i := range samples {
 		s := &samples[i]
 		// In process, a zero Timestamp means "now" (models.Sample).
 		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Timestamp != 0, s.Value, lim); err != nil {
-			b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
+			b.rollback(m)
 			return fmt.Errorf("sample %d (%s): %w", i, models.Abbrev(s.Name), err)
 		}
 	}
@@ -235,17 +281,50 @@ func (b *Batch) add(name string, ls []models.Label, ts int64, hasTS bool, v floa
 	if err := models.CheckMetricName(name); err != nil {
 		return &RejectError{Reason: ReasonName, Err: err}
 	}
-	return b.addNamed(name, ls, ts, hasTS, v, lim)
+	start := len(b.labels)
+	b.labels = append(b.labels, ls...)
+	return b.addRow(name, start, ts, hasTS, v, lim)
 }
 
-// addNamed is add for a name the caller already checked with
-// models.CheckMetricName.
-func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v float64, lim *Limits) error {
+// addRow adds one row of the series name{b.labels[start:]}, whose labels
+// the caller appended and whose name it checked with
+// models.CheckMetricName. On error, or for a NaN, the labels are dropped
+// again.
+func (b *Batch) addRow(name string, start int, ts int64, hasTS bool, v float64, lim *Limits) error {
+	names0 := len(b.names)
+	s, err := b.addSeries(name, start, lim)
+	if err != nil {
+		return err
+	}
+	added, err := b.addSample(name, s, ts, hasTS, v, lim)
+	if !added {
+		b.dropSeries(s, start, names0)
+	}
+	return err
+}
+
+// dropSeries forgets the series s, added at labels[start:] and
+// names[names0:], when no row of it was kept: the next rows reuse the
+// space. A series that was the previous one again (addSeries) took none.
+func (b *Batch) dropSeries(s series, start, names0 int) {
+	if int(s.lstart) == start {
+		b.labels, b.names = b.labels[:start], b.names[:names0]
+		b.lastOK = false
+	}
+}
+
+// addSeries validates the series name{b.labels[start:]} (the caller
+// appended its own labels there and checked the name), applies the
+// default labels (into b.labels) and the extra ones (kept once, in
+// b.extra), and, while the batch has no extra labels, encodes its name for
+// lib/storage once, for all its rows. A series equal to the previous one
+// added (same name, same labels in the same order, as consecutive lines of
+// one series in a text body) is that one: nothing is checked or encoded
+// again. On error b.labels is cut back to start.
+func (b *Batch) addSeries(name string, start int, lim *Limits) (series, error) {
 	if len(lim.ExtraLabels) > 0 {
 		b.extra = lim.ExtraLabels
 	}
-	start := len(b.labels)
-	b.labels = append(b.labels, ls...)
 	for _, d := range lim.DefaultLabels {
 		if models.LabelValue(b.labels[start:], d.Name) == "" && models.LabelValue(b.extra, d.Name) == "" {
 			b.labels = setLabel(b.labels, start, d)
@@ -259,28 +338,79 @@ func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v
 		}
 		b.scratch = all
 	}
-	if err := b.validateLabels(all); err != nil {
+	sameNames, diff := b.samePassed(all)
+	if sameNames && diff == 0 && b.lastOK && name == b.lastName {
 		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonLabels, Err: err}
+		return b.last, nil
+	}
+	if err := b.validateLabelsSame(all, sameNames, diff); err != nil {
+		b.labels = b.labels[:start]
+		return series{}, &RejectError{Reason: ReasonLabels, Err: err}
 	}
 	if n := labelSetBytes(name, all); n > MaxLabelSetBytes {
 		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
+		b.lastOK = false
+		return series{}, &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
 	}
+	s := series{lstart: int32(start), lend: int32(len(b.labels))}
+	if len(b.extra) == 0 {
+		s.nstart = int32(len(b.names))
+		b.names = b.encodeName(b.names, name, b.labels[start:])
+		s.nend = int32(len(b.names))
+	}
+	b.last, b.lastName, b.lastOK = s, name, true
+	return s, nil
+}
+
+// Labels and lib/storage's prompb.Label are the same struct, so a label
+// set is encoded where it lies, without a copy.
+var _ = prompb.Label(models.Label{})
+
+// encodeName appends name{ls} to dst as MarshalMetricNameRaw encodes it
+// with __name__ first: what MetricRows encodes with extra labels too.
+func (b *Batch) encodeName(dst []byte, name string, ls []models.Label) []byte {
+	b.pbuf = append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: name})
+	dst = vmstorage.MarshalMetricNameRaw(dst, b.pbuf[:1])
+	// ls holds no __name__ (validateLabels refuses it), which
+	// MarshalMetricNameRaw would rewrite in place.
+	return vmstorage.MarshalMetricNameRaw(dst, unsafe.Slice((*prompb.Label)(unsafe.Pointer(unsafe.SliceData(ls))), len(ls)))
+}
+
+// addSample adds a sample of the series s. It reports whether a row was
+// added: not for a NaN other than the staleness marker (counted, not
+// stored, no error) nor for a timestamp out of bounds (the error).
+func (b *Batch) addSample(name string, s series, ts int64, hasTS bool, v float64, lim *Limits) (bool, error) {
 	if !hasTS {
 		ts = lim.DefaultTimestamp
 	}
 	if err := checkTimestamp(ts, lim); err != nil {
-		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonTimestamp, Err: err}
+		return false, &RejectError{Reason: ReasonTimestamp, Err: err}
 	}
 	if math.IsNaN(v) && !decimal.IsStaleNaN(v) {
-		b.labels = b.labels[:start]
 		b.nans++
-		return nil
+		return false, nil
 	}
-	b.rows = append(b.rows, row{name: name, lstart: int32(start), lend: int32(len(b.labels)), ts: ts, v: v})
-	return nil
+	b.rows = append(b.rows, row{name: name, series: s, ts: ts, v: v})
+	return true, nil
+}
+
+// samePassed compares ls with the last label set validateLabels passed:
+// same says whether they have the same names in the same order, and then
+// bit j of diff whether value j differs (a set that passed has at most
+// models.MaxLabelsPerSeries labels, fewer than 64).
+func (b *Batch) samePassed(ls []models.Label) (same bool, diff uint64) {
+	if len(ls) != len(b.passed) {
+		return false, 0
+	}
+	for j := range ls {
+		if ls[j].Name != b.passed[j].Name {
+			return false, 0
+		}
+		if ls[j].Value != b.passed[j].Value {
+			diff |= 1 << j
+		}
+	}
+	return true, diff
 }
 
 // validateLabels is models.ValidateLabels (same result, same error) that
@@ -289,25 +419,34 @@ func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v
 // only the values that differ are checked. Consecutive series of a body
 // mostly share names and most values (job, instance, …).
 func (b *Batch) validateLabels(ls []models.Label) error {
-	same := len(ls) == len(b.passed)
-	for j := 0; same && j < len(ls); j++ {
-		same = ls[j].Name == b.passed[j].Name
-	}
+	same, diff := b.samePassed(ls)
+	return b.validateLabelsSame(ls, same, diff)
+}
+
+// validateLabelsSame is validateLabels for a caller that compared ls with
+// the last set passed already (samePassed).
+func (b *Batch) validateLabelsSame(ls []models.Label, same bool, diff uint64) error {
 	if !same {
 		if err := models.ValidateLabels(ls); err != nil {
 			return err
 		}
-	} else {
-		for j := range ls {
-			if ls[j].Value != b.passed[j].Value {
-				if err := models.ValidateLabelValue(ls[j]); err != nil {
-					return err
-				}
+		// A copy of the headers: ls may be scratch space the next row
+		// reuses.
+		b.passed = append(b.passed[:0], ls...)
+		return nil
+	}
+	for j := range ls {
+		if diff&(1<<j) != 0 {
+			if err := models.ValidateLabelValue(ls[j]); err != nil {
+				return err
 			}
 		}
 	}
-	// A copy of the headers: ls may be scratch space the next row reuses.
-	b.passed = append(b.passed[:0], ls...)
+	for j := range ls {
+		if diff&(1<<j) != 0 {
+			b.passed[j].Value = ls[j].Value
+		}
+	}
 	return nil
 }
 

@@ -62,7 +62,11 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 	b.AddTimeSeries(wr.Timeseries, lim, rej.add)
 	b.asReceived = rows0 == 0 && rej.Count == 0 && b.nans == nans0 && len(b.extra) == 0 &&
 		len(lim.ExtraLabels) == 0 && len(lim.DefaultLabels) == 0 &&
-		len(b.rows) == samplesIn(wr.Timeseries) && onlySeries(pb)
+		len(b.rows) == samplesIn(wr.Timeseries)
+	// What else pb holds (onlySeries) is looked at when AsReceived is
+	// asked, by a writer that can forward the body; the embedded store
+	// never asks. b's strings alias pb anyway.
+	b.rwBody = pb
 	b.wru.Reset() // drop the references into pb
 	return rej.orNil()
 }
@@ -73,7 +77,13 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 // was added or changed, no NaN was left out, and it carries no metadata,
 // exemplars or native histograms. Such a body can be forwarded as
 // received instead of being encoded again from b.
-func (b *Batch) AsReceived() bool { return b.asReceived }
+func (b *Batch) AsReceived() bool {
+	if b.asReceived && b.rwBody != nil {
+		b.asReceived = onlySeries(b.rwBody)
+	}
+	b.rwBody = nil
+	return b.asReceived
+}
 
 func samplesIn(tss []prompb.TimeSeries) int {
 	n := 0
@@ -134,14 +144,14 @@ func lengthDelimited(b []byte) (data, rest []byte, ok bool) {
 // AddTimeSeries validates remote-write series and appends their valid
 // samples to b. Each invalid sample, or series when its name or labels are
 // bad, is reported to onReject with its series index, labels and the
-// number of samples lost.
+// number of samples lost. A series' labels are checked, copied and
+// encoded once, for all its samples.
 func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(err error, samples int)) {
-	var ls []models.Label
 	checked, haveChecked := "", false // the last metric name that passed CheckMetricName
 	for i := range tss {
 		ts := &tss[i]
 		name := ""
-		ls = ls[:0]
+		start, names0 := len(b.labels), len(b.names)
 		nameCount := 0
 		for _, l := range ts.Labels {
 			if l.Name == "__name__" {
@@ -149,7 +159,7 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 				nameCount++
 				continue
 			}
-			ls = append(ls, models.Label{Name: l.Name, Value: l.Value})
+			b.labels = append(b.labels, models.Label(l))
 		}
 		var err error
 		switch {
@@ -166,22 +176,29 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 				checked, haveChecked = name, true
 			}
 		}
-		if err != nil {
-			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
-			continue
-		}
-		for j, s := range ts.Samples {
-			// Remote write always carries a timestamp: 0 means 1970.
-			err := b.addNamed(name, ls, s.Timestamp, true, s.Value, lim)
-			if err == nil {
+		if err == nil && len(ts.Samples) > 0 {
+			// A bad label set is the series' fault, not a sample's: said
+			// once, for all its samples.
+			var s series
+			if s, err = b.addSeries(name, start, lim); err == nil {
+				added := false
+				for j, smp := range ts.Samples {
+					// Remote write always carries a timestamp: 0 means 1970.
+					ok, serr := b.addSample(name, s, smp.Timestamp, true, smp.Value, lim)
+					added = added || ok
+					if serr != nil {
+						onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, seriesString(ts.Labels), j, serr), 1)
+					}
+				}
+				if !added {
+					b.dropSeries(s, start, names0)
+				}
 				continue
 			}
-			if r := Reason(err); r == ReasonName || r == ReasonLabels {
-				// The series is bad, not the sample: say so once.
-				onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples)-j)
-				break
-			}
-			onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, seriesString(ts.Labels), j, err), 1)
+		}
+		b.labels = b.labels[:start]
+		if err != nil {
+			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
 		}
 	}
 }

@@ -1,10 +1,13 @@
 package ingest
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
+	vmstorage "github.com/VictoriaMetrics/VictoriaMetrics/lib/storage"
 
 	"github.com/ballast-io/ballast/models"
 )
@@ -128,5 +131,68 @@ func TestValidateLabelsSkipsOnlyWhatPassed(t *testing.T) {
 		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
 			t.Errorf("set %d %v: got %v; want %v", i, ls, got, want)
 		}
+	}
+}
+
+// TestSeriesCheckedAndEncodedOnce: a remote-write series' labels are kept
+// and its name encoded once for all its samples, and consecutive text
+// lines of one series share the first one's; the rows' names are what
+// lib/storage's own MarshalMetricNameRaw gives, a sample rejected for its
+// timestamp costs only itself, and a series of which nothing is kept
+// leaves nothing behind.
+func TestSeriesCheckedAndEncodedOnce(t *testing.T) {
+	const ts = 1_700_000_000_000
+	lim := Limits{MinTimestamp: ts - 1000, MaxTimestamp: ts + 1000}
+	ls := []prompb.Label{{Name: "__name__", Value: "a_bytes"}, {Name: "device", Value: "nvme0n1"}, {Name: "empty", Value: ""}}
+	wr := prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		{Labels: ls, Samples: []prompb.Sample{{Value: 1, Timestamp: ts}, {Value: 2, Timestamp: ts - 5000}, {Value: 3, Timestamp: ts + 1}}},
+		// Nothing of this one is kept: a NaN and a sample too old.
+		{Labels: []prompb.Label{{Name: "__name__", Value: "b"}, {Name: "x", Value: "1"}},
+			Samples: []prompb.Sample{{Value: math.NaN(), Timestamp: ts}, {Value: 1, Timestamp: ts - 5000}}},
+	}}
+	var b Batch
+	err := ParseRemoteWrite(wr.MarshalProtobuf(nil), &lim, &b)
+	var rej *Rejected
+	if !errors.As(err, &rej) || rej.Count != 2 || !strings.Contains(err.Error(), `timeseries 0 ({"__name__"="a_bytes","device"="nvme0n1","empty"=""}): sample 1: timestamp`) ||
+		!strings.Contains(err.Error(), `timeseries 1 ({"__name__"="b","x"="1"}): sample 1: timestamp`) {
+		t.Fatalf("err %v; want the two old samples rejected, each by series and sample", err)
+	}
+	if b.Len() != 2 || b.NaNs() != 1 {
+		t.Fatalf("%d rows, %d NaNs; want 2 and 1", b.Len(), b.NaNs())
+	}
+	if len(b.labels) != 2 {
+		t.Errorf("%d labels kept; want series 0's 2, once", len(b.labels))
+	}
+	want := vmstorage.MarshalMetricNameRaw(nil, append([]prompb.Label(nil), ls...))
+	if string(b.names) != string(want) {
+		t.Errorf("encoded names %q; want series 0's name once, %q", b.names, want)
+	}
+	rows, _, _ := b.MetricRows(nil, nil, 0, 1<<20)
+	for i, r := range rows {
+		if string(r.MetricNameRaw) != string(want) {
+			t.Errorf("row %d name %q; want %q", i, r.MetricNameRaw, want)
+		}
+	}
+	if rows[0].Value != 1 || rows[1].Value != 3 {
+		t.Errorf("rows %+v; want values 1 and 3", rows)
+	}
+
+	b.Reset()
+	body := "m{a=\"1\"} 1 1700000000000\nm{a=\"1\"} 2 1700000000500\nm{a=\"2\"} 3 1700000000000\nm{a=\"1\"} 4 1700000000900\n"
+	if err := ParseText(body, &lim, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != 4 || len(b.labels) != 3 {
+		t.Errorf("%d rows, %d labels; want 4 rows and 3 label sets (the second line shares the first's)", b.Len(), len(b.labels))
+	}
+	rows, _, _ = b.MetricRows(rows[:0], nil, 0, 1<<20)
+	for i, a := range []string{"1", "1", "2", "1"} {
+		want := vmstorage.MarshalMetricNameRaw(nil, []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "a", Value: a}})
+		if string(rows[i].MetricNameRaw) != string(want) {
+			t.Errorf("row %d name %q; want %q", i, rows[i].MetricNameRaw, want)
+		}
+	}
+	if got := b.Samples(); len(got) != 4 || got[1].Labels[0] != (models.Label{Name: "a", Value: "1"}) || got[1].Value != 2 {
+		t.Errorf("samples %+v; want the second as m{a=1} 2", got)
 	}
 }

@@ -22,7 +22,7 @@ var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
 // 1-based line number and the reason.
 func ParseText(body string, lim *Limits, b *Batch) error {
 	b.asReceived = false
-	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
+	m := b.mark()
 	// Fast path: the whole body at once. Errors are rare, so on the first one
 	// the slow path re-parses line by line to say which line it was.
 	rs := rowsPool.Get().(*prometheus.Rows)
@@ -34,7 +34,7 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 			return nil
 		}
 	}
-	b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
+	b.rollback(m)
 	var rej Rejected
 	parseTextByLine(body, lim, b, rs, &rej)
 	if rej.Count == 0 {
@@ -57,16 +57,24 @@ func (b *Batch) addTextRows(body string, rows []prometheus.Row, lim *Limits) err
 }
 
 func (b *Batch) addTextRow(body string, r *prometheus.Row, lim *Limits) error {
+	if r.Metric != b.checked {
+		// Lines of one metric usually come together: its name is
+		// checked once per run, not once per line.
+		if err := models.CheckMetricName(r.Metric); err != nil {
+			return &RejectError{Reason: ReasonName, Err: err}
+		}
+		b.checked = r.Metric
+	}
+	// The parsed tags go straight into the batch's labels, which are
+	// checked and encoded where they lie.
 	start := len(b.labels)
 	for _, t := range r.Tags {
 		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
 	}
-	ls := b.labels[start:]
-	b.labels = b.labels[:start]
 	// The parser reads both "m 1" and "m 1 0" as timestamp 0; only the
 	// first means "no timestamp".
 	hasTS := r.Timestamp != 0 || explicitTimestamp(body, r)
-	return b.add(r.Metric, ls, r.Timestamp, hasTS, r.Value, lim)
+	return b.addRow(r.Metric, start, r.Timestamp, hasTS, r.Value, lim)
 }
 
 // explicitTimestamp reports whether the line of body that r was parsed
