@@ -105,8 +105,13 @@ type Options struct {
 	// follows a lower healthy latency; it follows a higher one six times
 	// slower, so a creeping fault is not learned as normal [10m].
 	LatencyTau  time.Duration
-	CommonCause float64       // share of unhealthy children that makes the parent the cause [0.5]
-	ExitAfter   time.Duration // blame-free time after which an episode closes [60s]
+	CommonCause float64 // share of unhealthy children that makes the parent the cause [0.5]
+	// DominantLatency: among merely slow siblings on a node's path (none
+	// down, saturated or hot), those whose latency is below this share of
+	// the slowest one's are not blamed: the read waits for the slowest
+	// piece [0.5].
+	DominantLatency float64
+	ExitAfter       time.Duration // blame-free time after which an episode closes [60s]
 	// CriticalShare is the share of the GPU time of all GPUs seen that one
 	// cause must cost (GPU-seconds lost per second ÷ GPUs, a moving average
 	// with time constant CriticalAfter), in an episode that has lasted
@@ -138,6 +143,7 @@ func (o Options) withDefaults() Options {
 	f(&o.SlowFactor, 2)
 	f(&o.MinSlowLatency, 0.0005)
 	f(&o.CommonCause, 0.5)
+	f(&o.DominantLatency, 0.5)
 	d := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
 			*v = def
@@ -280,9 +286,9 @@ type remembered struct {
 // New returns an analyzer with opts (zero values take the defaults).
 func New(opts Options) (*Analyzer, error) {
 	o := opts.withDefaults()
-	if o.CommonCause <= 0 || o.CommonCause > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 || o.CriticalShare <= 0 || o.CriticalShare > 1 || o.MinEpisodeGPUSeconds < 0 {
-		return nil, fmt.Errorf("invalid starvation options: CommonCause %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1), CriticalShare %v in (0, 1], MinEpisodeGPUSeconds %v not negative",
-			o.CommonCause, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
+	if o.CommonCause <= 0 || o.CommonCause > 1 || o.DominantLatency <= 0 || o.DominantLatency > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 || o.CriticalShare <= 0 || o.CriticalShare > 1 || o.MinEpisodeGPUSeconds < 0 {
+		return nil, fmt.Errorf("invalid starvation options: CommonCause %v and DominantLatency %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1), CriticalShare %v in (0, 1], MinEpisodeGPUSeconds %v not negative",
+			o.CommonCause, o.DominantLatency, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
 	}
 	return &Analyzer{
 		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
@@ -309,12 +315,13 @@ type topo struct {
 	children    map[models.Subject][]models.Subject
 	bad         map[models.Subject]bool // badBelow cache
 	commonCause float64
+	dominant    float64 // Options.DominantLatency
 }
 
 func (a *Analyzer) buildTopo(now time.Time, dt float64, hs []Health, seenNow map[models.Subject]bool) (*topo, error) {
 	n := len(hs) + len(a.parents)
 	t := &topo{health: make(map[models.Subject]*Health, n), state: make(map[models.Subject]state, n),
-		children: make(map[models.Subject][]models.Subject, n/4), bad: map[models.Subject]bool{}, commonCause: a.opts.CommonCause}
+		children: make(map[models.Subject][]models.Subject, n/4), bad: map[models.Subject]bool{}, commonCause: a.opts.CommonCause, dominant: a.opts.DominantLatency}
 	// Subjects missing now but seen within PathMemory keep their place in
 	// the tree, with unknown (so healthy) state.
 	for s, r := range a.parents {
@@ -482,7 +489,15 @@ func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, dep
 // requests queue behind the bottleneck). Blaming the slow ones too would
 // spread the bottleneck's loss over subjects whose repair would not
 // return it. With no sibling bad in its own right, latency is the only
-// evidence and every slow sibling stays a culprit.
+// evidence: the read waits for its slowest piece, so the slow siblings
+// whose latency (the slowest on the node's branches below them) is within
+// DominantLatency of the slowest sibling's stay culprits, and those well
+// below it are dropped — their pieces arrive while the node still waits
+// for the slowest one. (A data server behind an oversubscribed switch port
+// answers in about 2 ms while its peers, slowed past twice their usual
+// 0.2 ms by a checkpoint's drain, answer in under half that: the wait is
+// the port's.)
+// A sibling whose latency is unknown cannot be compared and stays.
 func (t *topo) dropMerelySlow(sibs []models.Subject, onPath map[models.Subject]bool, depth int) []models.Subject {
 	var bad []models.Subject
 	for _, c := range sibs {
@@ -490,10 +505,57 @@ func (t *topo) dropMerelySlow(sibs []models.Subject, onPath map[models.Subject]b
 			bad = append(bad, c)
 		}
 	}
-	if len(bad) == 0 {
+	if len(bad) > 0 {
+		return bad
+	}
+	if len(sibs) < 2 {
 		return sibs
 	}
-	return bad
+	lat := make([]float64, len(sibs))
+	slowest := 0.0
+	for i, c := range sibs {
+		lat[i] = t.pathLatency(c, onPath, depth)
+		if lat[i] > slowest { // false for NaN
+			slowest = lat[i]
+		}
+	}
+	if slowest == 0 {
+		return sibs
+	}
+	out := sibs[:0:0]
+	for i, c := range sibs {
+		if math.IsNaN(lat[i]) || lat[i] >= t.dominant*slowest {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pathLatency is the slowest known read latency at or below s on the
+// node's branches (all of s's children when none of them is on the path);
+// NaN when none is known.
+func (t *topo) pathLatency(s models.Subject, onPath map[models.Subject]bool, depth int) float64 {
+	v := math.NaN()
+	if h := t.health[s]; h != nil && h.Latency >= 0 {
+		v = h.Latency
+	}
+	if depth > maxDepth {
+		return v
+	}
+	kids := t.children[s]
+	pathKids := false
+	for _, c := range kids {
+		pathKids = pathKids || onPath[c]
+	}
+	for _, c := range kids {
+		if pathKids && !onPath[c] {
+			continue
+		}
+		if l := t.pathLatency(c, onPath, depth+1); l > v || (math.IsNaN(v) && !math.IsNaN(l)) {
+			v = l
+		}
+	}
+	return v
 }
 
 // badOnPath is badBelow restricted to the node's branches, as responsible

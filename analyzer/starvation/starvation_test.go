@@ -440,6 +440,33 @@ func TestSaturatedSiblingExplainsSlowOnes(t *testing.T) {
 	}
 }
 
+// TestSlowestSiblingExplainsMildlySlowOnes: with no DS saturated, a node
+// reading across four DSs waits for the slowest piece. One DS at 8× its
+// healthy latency (behind an oversubscribed switch port the mds cannot
+// see) and three at 2.5× (a checkpoint's writes draining): the three
+// answer in under half the slowest's time, so the loss is the slow one's
+// alone. At 4× (half the slowest's time) they stay blamed, as above.
+func TestSlowestSiblingExplainsMildlySlowOnes(t *testing.T) {
+	for _, withPort := range []bool{false, true} {
+		lost := stripedLoss(t, withPort, func(ds int) (float64, float64) {
+			if ds == 0 {
+				return 0.6, 0.008
+			}
+			return 0.6, 0.0025
+		})
+		total := 0.0
+		for _, v := range lost {
+			total += v
+		}
+		if total == 0 || lost["ds:ds0"] < 0.99*total {
+			t.Errorf("port %v: lost %v; want all on ds:ds0, the slowest DS", withPort, lost)
+		}
+	}
+	if _, err := New(Options{DominantLatency: 1.5}); err == nil || !strings.Contains(err.Error(), "DominantLatency 1.5") {
+		t.Errorf("DominantLatency 1.5: %v; want an error naming it", err)
+	}
+}
+
 // TestHotOffPathDoesNotHideSlowDevice: a hot device the node does not
 // read makes its DS no bottleneck of that node, so the slow device the
 // node does read on another DS keeps the blame.
