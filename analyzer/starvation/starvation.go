@@ -21,7 +21,9 @@
 //     slows its DS's aggregate latency, and blames the drive).
 //
 // A GPU whose job is in a checkpoint burst is blamed on the checkpoint pause
-// (the job subject) before storage is considered.
+// (the job subject) before storage is considered, and so is one whose job
+// was in a pause at the previous tick while the job's GPUs stay stopped
+// together (pausing).
 //
 // Findings are for people. An episode of blame on one cause (idle GPUs
 // blamed on it, closed after ExitAfter without) gets its own finding once
@@ -123,6 +125,11 @@ type Options struct {
 	// finding of its own; shorter ones are folded into their cause's
 	// recurring finding [60].
 	MinEpisodeGPUSeconds float64
+	// PauseUtil and PauseShare: a job whose checkpoint burst the detector
+	// no longer sees is still in its pause while PauseShare of its GPUs
+	// are at or below PauseUtil (stopped together) [0.05, 0.9].
+	PauseUtil  float64
+	PauseShare float64
 	// RecurWindow is how close short episodes of one cause must follow
 	// each other to share a recurring finding [1h].
 	RecurWindow time.Duration
@@ -144,6 +151,8 @@ func (o Options) withDefaults() Options {
 	f(&o.MinSlowLatency, 0.0005)
 	f(&o.CommonCause, 0.5)
 	f(&o.DominantLatency, 0.5)
+	f(&o.PauseUtil, 0.05)
+	f(&o.PauseShare, 0.9)
 	d := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
 			*v = def
@@ -265,6 +274,7 @@ type Analyzer struct {
 	gpus     int                   // GPUs seen at the last tick
 	lost     map[string]float64    // cumulative GPU-seconds by cause key
 	last     time.Time
+	paused   map[string]bool                       // jobs in a checkpoint pause at the last tick
 	paths    map[string]map[models.Subject]float64 // remembered read shares per node
 	parents  map[models.Subject]*remembered        // remembered topology
 }
@@ -286,9 +296,9 @@ type remembered struct {
 // New returns an analyzer with opts (zero values take the defaults).
 func New(opts Options) (*Analyzer, error) {
 	o := opts.withDefaults()
-	if o.CommonCause <= 0 || o.CommonCause > 1 || o.DominantLatency <= 0 || o.DominantLatency > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 || o.CriticalShare <= 0 || o.CriticalShare > 1 || o.MinEpisodeGPUSeconds < 0 {
-		return nil, fmt.Errorf("invalid starvation options: CommonCause %v and DominantLatency %v must be in (0, 1], SlowFactor %v above 1, MinDrop %v in (0, 1), CriticalShare %v in (0, 1], MinEpisodeGPUSeconds %v not negative",
-			o.CommonCause, o.DominantLatency, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
+	if o.CommonCause <= 0 || o.CommonCause > 1 || o.DominantLatency <= 0 || o.DominantLatency > 1 || o.PauseUtil < 0 || o.PauseUtil >= 1 || o.PauseShare <= 0 || o.PauseShare > 1 || o.SlowFactor <= 1 || o.MinDrop <= 0 || o.MinDrop >= 1 || o.CriticalShare <= 0 || o.CriticalShare > 1 || o.MinEpisodeGPUSeconds < 0 {
+		return nil, fmt.Errorf("invalid starvation options: CommonCause %v, DominantLatency %v and PauseShare %v must be in (0, 1], PauseUtil %v in [0, 1), SlowFactor %v above 1, MinDrop %v in (0, 1), CriticalShare %v in (0, 1], MinEpisodeGPUSeconds %v not negative",
+			o.CommonCause, o.DominantLatency, o.PauseShare, o.PauseUtil, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
 	}
 	return &Analyzer{
 		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
@@ -703,12 +713,9 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		return err
 	}
 	byNode := a.rememberPaths(dt, in.Paths, t)
-	ckpt := map[string]bool{}
-	for _, j := range in.Checkpointing {
-		ckpt[j] = true
-	}
 	gpus := append([]GPU(nil), in.GPUs...)
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].ID < gpus[j].ID })
+	ckpt := a.pausing(in.Checkpointing, gpus)
 	a.gpus = len(gpus)
 	for _, b := range a.blames {
 		b.tick = 0
@@ -799,6 +806,42 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	}
 	a.last = now
 	return nil
+}
+
+// pausing returns the jobs whose GPUs wait for a checkpoint at this tick:
+// those in a burst now, and those in a pause at the previous tick whose
+// GPUs are still stopped together (PauseShare of them at or below
+// PauseUtil). A synchronous checkpoint stops every rank until every rank
+// has written, and they resume together when it is done; its write rate
+// can fall long before that — a write hung on a lost data server, or
+// slowed by another job's burst — and the burst detector, which sees only
+// the rate, ends the burst while the GPUs still wait. Their idle time is
+// the checkpoint's until they resume.
+func (a *Analyzer) pausing(bursts []string, gpus []GPU) map[string]bool {
+	now := make(map[string]bool, len(bursts))
+	for _, j := range bursts {
+		if j != "" {
+			now[j] = true
+		}
+	}
+	if len(a.paused) > 0 {
+		stopped, all := map[string]int{}, map[string]int{}
+		for _, g := range gpus {
+			if a.paused[g.Job] && !now[g.Job] {
+				all[g.Job]++
+				if g.Util <= a.opts.PauseUtil {
+					stopped[g.Job]++
+				}
+			}
+		}
+		for j, n := range all {
+			if float64(stopped[j]) >= a.opts.PauseShare*float64(n) {
+				now[j] = true
+			}
+		}
+	}
+	a.paused = now
+	return now
 }
 
 // fold adds an ended episode that had no finding of its own to its cause's

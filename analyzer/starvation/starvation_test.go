@@ -569,3 +569,62 @@ func TestSharedLossCostsAGPUMinute(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseLastsWhileGPUsStayStopped: job j2's synchronous checkpoint
+// hangs on ds2, lost mid-burst. The burst detector stops listing the job
+// after two ticks (its write rate collapsed), but all its GPUs stay at 0
+// for three more: that is still the checkpoint's pause, not ds2's. When
+// the GPUs come back part way (0.5) while ds2 is still lost, their idle
+// is ds2's. A job whose GPUs do not stop together (0.3, as in the
+// "checkpoint pause" phase above) is not held in a pause once its burst
+// is over.
+func TestPauseLastsWhileGPUsStayStopped(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	tick := 0
+	step := func(n int) {
+		t.Helper()
+		for range n {
+			if err := a.Observe(t0.Add(time.Duration(tick)*10*time.Second), c.input()); err != nil {
+				t.Fatal(err)
+			}
+			tick++
+		}
+	}
+	step(5)
+	c.ckpt, c.util["n2"] = []string{"j2"}, 0
+	step(1)
+	c.lost = "ds2"
+	c.health[subj(models.SubjectDS, "ds2")].Down = true
+	step(1)
+	c.ckpt = nil // the detector no longer sees the burst
+	step(3)
+	lost := a.LostByCause()
+	if lost["checkpoint:j2"] != 8*0.9*10*5 || lost["ds:ds2"] != 0 {
+		t.Errorf("hung checkpoint: lost %v; want 360 GPU-s on checkpoint:j2 and none on ds:ds2", lost)
+	}
+	c.util["n2"] = 0.5
+	step(2)
+	lost = a.LostByCause()
+	if lost["checkpoint:j2"] != 360 || math.Abs(lost["ds:ds2"]-8*0.4*10*2) > 1e-9 {
+		t.Errorf("GPUs back part way: lost %v; want checkpoint:j2 still 360 and 64 GPU-s on ds:ds2", lost)
+	}
+
+	// Not stopped together: the pause ends with the burst.
+	b, _ := New(Options{})
+	c = newCluster()
+	tick = 0
+	a = b
+	step(5)
+	c.ckpt, c.util["n1"] = []string{"j1"}, 0.3
+	step(2)
+	c.ckpt = nil
+	c.health[subj(models.SubjectDevice, "ds1/nvme2")].Util = 0.97
+	step(2)
+	if lost := a.LostByCause(); lost["device:ds1/nvme2"] == 0 {
+		t.Errorf("GPUs at 0.3 after the burst: lost %v; want the saturated device blamed", lost)
+	}
+}
