@@ -42,6 +42,7 @@ package starvation
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"sort"
 	"strings"
@@ -458,17 +459,8 @@ func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, dep
 			return
 		}
 	}
-	// Follow the node's own branches; below the end of its path (a device's
-	// stripes) every child counts, since any of them can load the device.
-	pathKids := false
-	for _, c := range kids {
-		pathKids = pathKids || onPath[c]
-	}
 	var culprits []models.Subject
-	for _, c := range kids {
-		if pathKids && !onPath[c] {
-			continue
-		}
+	for c := range t.branches(s, onPath) {
 		// A merely slow child of a parent that is down, saturated or hot is
 		// explained by it; under a healthy or merely slow parent (whose
 		// latency is its children's) the slow child is the cause.
@@ -552,20 +544,36 @@ func (t *topo) pathLatency(s models.Subject, onPath map[models.Subject]bool, dep
 	if depth > maxDepth {
 		return v
 	}
-	kids := t.children[s]
-	pathKids := false
-	for _, c := range kids {
-		pathKids = pathKids || onPath[c]
-	}
-	for _, c := range kids {
-		if pathKids && !onPath[c] {
-			continue
-		}
+	for c := range t.branches(s, onPath) {
 		if l := t.pathLatency(c, onPath, depth+1); l > v || (math.IsNaN(v) && !math.IsNaN(l)) {
 			v = l
 		}
 	}
 	return v
+}
+
+// branches yields the children of s on the node's own branches; below the
+// end of its path (a device's stripes) every child, since any of them can
+// load the device.
+func (t *topo) branches(s models.Subject, onPath map[models.Subject]bool) iter.Seq[models.Subject] {
+	kids := t.children[s]
+	pathKids := false
+	for _, c := range kids {
+		if onPath[c] {
+			pathKids = true
+			break
+		}
+	}
+	return func(yield func(models.Subject) bool) {
+		for _, c := range kids {
+			if pathKids && !onPath[c] {
+				continue
+			}
+			if !yield(c) {
+				return
+			}
+		}
+	}
 }
 
 // badOnPath is badBelow restricted to the node's branches, as responsible
@@ -578,15 +586,7 @@ func (t *topo) badOnPath(s models.Subject, onPath map[models.Subject]bool, depth
 	if t.state[s].intrinsic() {
 		return true
 	}
-	kids := t.children[s]
-	pathKids := false
-	for _, c := range kids {
-		pathKids = pathKids || onPath[c]
-	}
-	for _, c := range kids {
-		if pathKids && !onPath[c] {
-			continue
-		}
+	for c := range t.branches(s, onPath) {
 		if t.badOnPath(c, onPath, depth+1) {
 			return true
 		}
