@@ -17,7 +17,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/decimal"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
@@ -72,7 +71,7 @@ type Batch struct {
 	// extra labels; MetricRows hands them to the store as they are.
 	names []byte
 
-	passed     []models.Label // the last label set validateLabels passed
+	passed     []models.Label // the last label set checkLabels passed
 	last       series         // the last series added, when lastOK
 	lastName   string         // its metric name
 	lastOK     bool
@@ -198,13 +197,8 @@ func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte, start, maxByte
 	buf = buf[:0]
 	for i := start; i < end; i++ {
 		r := &b.rows[i]
-		pl := append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: r.name})
-		for _, l := range b.rowLabels(r) {
-			pl = append(pl, prompb.Label{Name: l.Name, Value: l.Value})
-		}
-		b.pbuf = pl
 		at := len(buf)
-		buf = vmstorage.MarshalMetricNameRaw(buf, pl)
+		buf = appendMetricNameRaw(buf, r.name, b.rowLabels(r))
 		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[at:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
 	}
 	return dst, buf, end
@@ -338,16 +332,20 @@ func (b *Batch) addSeries(name string, start int, lim *Limits) (series, error) {
 		}
 		b.scratch = all
 	}
-	sameNames, diff := b.samePassed(all)
-	if sameNames && diff == 0 && b.lastOK && name == b.lastName {
+	n, identical, err := b.checkLabels(name, all)
+	if identical && b.lastOK && name == b.lastName {
 		b.labels = b.labels[:start]
 		return b.last, nil
 	}
-	if err := b.validateLabelsSame(all, sameNames, diff); err != nil {
+	if err != nil {
+		// checkLabels may have moved b.passed on (values that passed
+		// before the bad one): it is no longer the last series' set, so
+		// the same-series test above must not trust it.
 		b.labels = b.labels[:start]
+		b.lastOK = false
 		return series{}, &RejectError{Reason: ReasonLabels, Err: err}
 	}
-	if n := labelSetBytes(name, all); n > MaxLabelSetBytes {
+	if n > MaxLabelSetBytes {
 		b.labels = b.labels[:start]
 		b.lastOK = false
 		return series{}, &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
@@ -355,25 +353,11 @@ func (b *Batch) addSeries(name string, start int, lim *Limits) (series, error) {
 	s := series{lstart: int32(start), lend: int32(len(b.labels))}
 	if len(b.extra) == 0 {
 		s.nstart = int32(len(b.names))
-		b.names = b.encodeName(b.names, name, b.labels[start:])
+		b.names = appendMetricNameRaw(b.names, name, all)
 		s.nend = int32(len(b.names))
 	}
 	b.last, b.lastName, b.lastOK = s, name, true
 	return s, nil
-}
-
-// Labels and lib/storage's prompb.Label are the same struct, so a label
-// set is encoded where it lies, without a copy.
-var _ = prompb.Label(models.Label{})
-
-// encodeName appends name{ls} to dst as MarshalMetricNameRaw encodes it
-// with __name__ first: what MetricRows encodes with extra labels too.
-func (b *Batch) encodeName(dst []byte, name string, ls []models.Label) []byte {
-	b.pbuf = append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: name})
-	dst = vmstorage.MarshalMetricNameRaw(dst, b.pbuf[:1])
-	// ls holds no __name__ (validateLabels refuses it), which
-	// MarshalMetricNameRaw would rewrite in place.
-	return vmstorage.MarshalMetricNameRaw(dst, unsafe.Slice((*prompb.Label)(unsafe.Pointer(unsafe.SliceData(ls))), len(ls)))
 }
 
 // addSample adds a sample of the series s. It reports whether a row was
@@ -394,60 +378,52 @@ func (b *Batch) addSample(name string, s series, ts int64, hasTS bool, v float64
 	return true, nil
 }
 
-// samePassed compares ls with the last label set validateLabels passed:
-// same says whether they have the same names in the same order, and then
-// bit j of diff whether value j differs (a set that passed has at most
-// models.MaxLabelsPerSeries labels, fewer than 64).
-func (b *Batch) samePassed(ls []models.Label) (same bool, diff uint64) {
-	if len(ls) != len(b.passed) {
-		return false, 0
-	}
-	for j := range ls {
-		if ls[j].Name != b.passed[j].Name {
-			return false, 0
-		}
-		if ls[j].Value != b.passed[j].Value {
-			diff |= 1 << j
-		}
-	}
-	return true, diff
-}
-
-// validateLabels is models.ValidateLabels (same result, same error) that
-// skips what the last label set it passed settles: when ls has the same
-// names in the same order, count, names and uniqueness hold already, and
-// only the values that differ are checked. Consecutive series of a body
-// mostly share names and most values (job, instance, …).
-func (b *Batch) validateLabels(ls []models.Label) error {
-	same, diff := b.samePassed(ls)
-	return b.validateLabelsSame(ls, same, diff)
-}
-
-// validateLabelsSame is validateLabels for a caller that compared ls with
-// the last set passed already (samePassed).
-func (b *Batch) validateLabelsSame(ls []models.Label, same bool, diff uint64) error {
-	if !same {
-		if err := models.ValidateLabels(ls); err != nil {
-			return err
-		}
-		// A copy of the headers: ls may be scratch space the next row
-		// reuses.
-		b.passed = append(b.passed[:0], ls...)
-		return nil
-	}
-	for j := range ls {
-		if diff&(1<<j) != 0 {
-			if err := models.ValidateLabelValue(ls[j]); err != nil {
-				return err
+// checkLabels validates ls, the labels of a series of the metric name
+// (checked already), as models.ValidateLabels does (same result, same
+// error), and returns labelSetBytes(name, ls), in one pass over ls in the
+// usual case. That pass compares ls with the last label set that passed
+// (b.passed): when ls has the same names in the same order, count, names
+// and uniqueness hold already and only the values that differ are
+// checked; identical says that no value differed either (the caller's
+// same-series case, which cannot fail). Consecutive series of a body
+// mostly share names and most values (job, instance, …). Otherwise ls is
+// checked in full and becomes the set that passed.
+func (b *Batch) checkLabels(name string, ls []models.Label) (n int, identical bool, err error) {
+	if len(ls) == len(b.passed) {
+		n, identical = len(name)+1, true
+		passed := b.passed[:len(ls)]
+		for j := range ls {
+			l, p := &ls[j], &passed[j]
+			if l.Name != p.Name {
+				goto full
+			}
+			if l.Value != p.Value {
+				identical = false
+				// An error here is the one ValidateLabels would give:
+				// the labels before j passed, and j's name did.
+				if err := models.ValidateLabelValue(*l); err != nil {
+					return 0, false, err
+				}
+				// Every value b.passed holds passed, so it may be
+				// updated as the loop goes.
+				p.Value = l.Value
+			}
+			if l.Value != "" {
+				n += len(l.Name) + len(l.Value) + 2
 			}
 		}
-	}
-	for j := range ls {
-		if diff&(1<<j) != 0 {
-			b.passed[j].Value = ls[j].Value
+		if 2*n > MaxLabelSetBytes {
+			n = labelSetBytes(name, ls) // escapes may matter
 		}
+		return n, identical, nil
 	}
-	return nil
+full:
+	if err := models.ValidateLabels(ls); err != nil {
+		return 0, false, err
+	}
+	// A copy of the headers: ls may be scratch space the next row reuses.
+	b.passed = append(b.passed[:0], ls...)
+	return labelSetBytes(name, ls), false, nil
 }
 
 func setLabel(ls []models.Label, start int, l models.Label) []models.Label {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/golang/snappy"
@@ -152,14 +153,18 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 		ts := &tss[i]
 		name := ""
 		start, names0 := len(b.labels), len(b.names)
-		nameCount := 0
-		for _, l := range ts.Labels {
-			if l.Name == "__name__" {
-				name = l.Value
+		nameCount, at := 0, 0
+		for j := range ts.Labels {
+			if ts.Labels[j].Name == "__name__" {
+				name, at = ts.Labels[j].Value, j
 				nameCount++
-				continue
 			}
-			b.labels = append(b.labels, models.Label(l))
+		}
+		if nameCount == 1 {
+			// The other labels, copied as two blocks (one bulk write
+			// barrier each while the GC runs, not one per string).
+			ls := labelsOf(ts.Labels)
+			b.labels = append(append(b.labels, ls[:at]...), ls[at+1:]...)
 		}
 		var err error
 		switch {
@@ -202,6 +207,14 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 		}
 	}
 }
+
+// labelsOf views remote-write labels as models.Labels, the same struct
+// (the conversion below stops compiling if that changes), without a copy.
+func labelsOf(ls []prompb.Label) []models.Label {
+	return unsafe.Slice((*models.Label)(unsafe.Pointer(unsafe.SliceData(ls))), len(ls))
+}
+
+var _ = models.Label(prompb.Label{})
 
 // seriesString renders labels for an error message, at most about 300
 // bytes: an error never echoes a whole (possibly megabytes long) label set.

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -123,13 +124,128 @@ func TestValidateLabelsSkipsOnlyWhatPassed(t *testing.T) {
 		l("instance", "z", "bad-name", "a"), // bad name
 		l("instance", "z", "job", "a", "x", "1"),
 		l("instance", "z", "job", "a", "x", "\xc3"),
+		l("instance", "z", "job", "a", "x", "1"),
+		l("instance", "\xff", "job", "b", "y", "1"),           // bad value before names differ
+		l("instance", "z", "job", "b", "x", "\xff", "y", "2"), // value differs before a label more
+		l("instance", "z", "job", "", "x", "1"),
 	}
 	var b Batch
-	for i, ls := range seq {
+	check := func(i int, ls []models.Label) {
+		t.Helper()
 		want := models.ValidateLabels(ls)
-		got := b.validateLabels(ls)
+		n, _, got := b.checkLabels("m", ls)
 		if (got == nil) != (want == nil) || (got != nil && got.Error() != want.Error()) {
-			t.Errorf("set %d %v: got %v; want %v", i, ls, got, want)
+			t.Fatalf("set %d %v: got %v; want %v", i, ls, got, want)
+		}
+		if got == nil && n != labelSetBytes("m", ls) {
+			t.Fatalf("set %d %v: %d bytes; want labelSetBytes' %d", i, ls, n, labelSetBytes("m", ls))
+		}
+	}
+	for i, ls := range seq {
+		check(i, ls)
+	}
+	// And random sequences from a small alphabet, so that consecutive sets
+	// often share names and values.
+	r := rand.New(rand.NewPCG(1, 17))
+	names := []string{"job", "instance", "a", "bad-name", "__name__", ""}
+	values := []string{"", "x", "y", "\xff", long}
+	for i := range 20000 {
+		ls := make([]models.Label, r.IntN(5))
+		for j := range ls {
+			ls[j] = models.Label{Name: names[r.IntN(len(names))], Value: values[r.IntN(len(values))]}
+		}
+		if r.IntN(3) > 0 && len(b.passed) > 0 {
+			// The last set that passed with a value or two changed.
+			ls = append(ls[:0], b.passed...)
+			for range 1 + r.IntN(2) {
+				ls[r.IntN(len(ls))].Value = values[r.IntN(len(values))]
+			}
+		}
+		check(i, ls)
+	}
+}
+
+// TestSeriesAfterBadValueIsItsOwn: a series rejected for a bad value after
+// values that passed leaves no trace in the next one: a series equal to
+// what the rejected one would have made of the previous set is encoded
+// as itself, not taken for the previous series.
+func TestSeriesAfterBadValueIsItsOwn(t *testing.T) {
+	const ts = 1_700_000_000_000
+	lim := Limits{MinTimestamp: ts - 1000, MaxTimestamp: ts + 1000}
+	l := func(job, instance string) []prompb.Label {
+		return []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "job", Value: job}, {Name: "instance", Value: instance}}
+	}
+	smp := []prompb.Sample{{Value: 1, Timestamp: ts}}
+	var b Batch
+	rejected := 0
+	b.AddTimeSeries([]prompb.TimeSeries{
+		{Labels: l("a", "x"), Samples: smp},
+		{Labels: l("b", "\xff"), Samples: smp}, // job passes, instance does not
+		{Labels: l("b", "x"), Samples: smp},
+	}, &lim, func(error, int) { rejected++ })
+	if rejected != 1 || b.Len() != 2 {
+		t.Fatalf("%d rejected, %d rows; want 1 and 2", rejected, b.Len())
+	}
+	rows, _, _ := b.MetricRows(nil, nil, 0, 1<<20)
+	for i, want := range [][]prompb.Label{l("a", "x"), l("b", "x")} {
+		if w := vmstorage.MarshalMetricNameRaw(nil, want); string(rows[i].MetricNameRaw) != string(w) {
+			t.Errorf("row %d: name %q; want %q", i, rows[i].MetricNameRaw, w)
+		}
+	}
+}
+
+// TestRandomSeriesEncodedAsThemselves: over random runs of series that
+// share names and values (so that the checks and encodings reused from
+// the previous series are exercised), a series is rejected exactly when
+// models.ValidateLabels rejects its labels, and every row's name is
+// lib/storage's MarshalMetricNameRaw of its own series.
+func TestRandomSeriesEncodedAsThemselves(t *testing.T) {
+	const ts = 1_700_000_000_000
+	lim := Limits{MinTimestamp: ts - 1000, MaxTimestamp: ts + 1000}
+	r := rand.New(rand.NewPCG(3, 17))
+	names := []string{"job", "instance", "bad-name", "a"}
+	values := []string{"", "x", "y", "\xff", "\xff", "x"}
+	var tss []prompb.TimeSeries
+	var want [][]byte
+	for range 20000 {
+		var ls []prompb.Label
+		if len(tss) > 0 && r.IntN(4) > 0 {
+			// The previous series, some values or the metric changed
+			// or not.
+			ls = append(ls, tss[len(tss)-1].Labels...)
+			if r.IntN(8) == 0 {
+				ls[0].Value = []string{"m", "n"}[r.IntN(2)]
+			}
+			for k := 1; k < len(ls); k++ {
+				if r.IntN(3) == 0 {
+					ls[k].Value = values[r.IntN(len(values))]
+				}
+			}
+		} else {
+			ls = []prompb.Label{{Name: "__name__", Value: []string{"m", "n"}[r.IntN(2)]}}
+			if r.IntN(2) == 0 {
+				// The usual shape: the same names in the same order.
+				ls = append(ls, prompb.Label{Name: "job", Value: "x"}, prompb.Label{Name: "instance", Value: "x"})
+			}
+			for range r.IntN(3) {
+				ls = append(ls, prompb.Label{Name: names[r.IntN(len(names))], Value: values[r.IntN(len(values))]})
+			}
+		}
+		tss = append(tss, prompb.TimeSeries{Labels: ls, Samples: []prompb.Sample{{Value: 1, Timestamp: ts}}})
+		if models.ValidateLabels(labelsOf(ls[1:])) == nil {
+			want = append(want, vmstorage.MarshalMetricNameRaw(nil, append([]prompb.Label(nil), ls...)))
+		}
+	}
+	var b Batch
+	rejected := 0
+	b.AddTimeSeries(tss, &lim, func(error, int) { rejected++ })
+	if b.Len() != len(want) || rejected != len(tss)-len(want) {
+		t.Fatalf("%d rows, %d rejected; want %d and %d", b.Len(), rejected, len(want), len(tss)-len(want))
+	}
+	rows, _, _ := b.MetricRows(nil, nil, 0, 1<<30)
+	for i := range rows {
+		if string(rows[i].MetricNameRaw) != string(want[i]) {
+			t.Fatalf("row %d: name %q; want %q", i, rows[i].MetricNameRaw, want[i])
 		}
 	}
 }

@@ -66,15 +66,26 @@ func (b *Batch) addTextRow(body string, r *prometheus.Row, lim *Limits) error {
 		b.checked = r.Metric
 	}
 	// The parsed tags go straight into the batch's labels, which are
-	// checked and encoded where they lie.
+	// checked and encoded where they lie: copied as a block (one bulk
+	// write barrier while the GC runs, not one per string).
 	start := len(b.labels)
-	for _, t := range r.Tags {
-		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
-	}
+	b.labels = append(b.labels, tagsAsLabels(r.Tags)...)
 	// The parser reads both "m 1" and "m 1 0" as timestamp 0; only the
 	// first means "no timestamp".
 	hasTS := r.Timestamp != 0 || explicitTimestamp(body, r)
 	return b.addRow(r.Metric, start, r.Timestamp, hasTS, r.Value, lim)
+}
+
+// prometheus.Tag and models.Label are both struct{ string; string }:
+// these conversions stop compiling if either changes.
+var (
+	_ = struct{ Key, Value string }(prometheus.Tag{})
+	_ = struct{ Name, Value string }(models.Label{})
+)
+
+// tagsAsLabels views parsed tags as labels, without a copy.
+func tagsAsLabels(ts []prometheus.Tag) []models.Label {
+	return unsafe.Slice((*models.Label)(unsafe.Pointer(unsafe.SliceData(ts))), len(ts))
 }
 
 // explicitTimestamp reports whether the line of body that r was parsed
