@@ -3,7 +3,6 @@ package ingest
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
@@ -80,15 +79,4 @@ func BenchmarkIngestPath(b *testing.B) {
 			b.ReportMetric(float64(cpu)/float64(b.N*series), "cpu-ns/sample")
 		})
 	}
-}
-
-// cpuTime is the process's user+system CPU time in ns (garbage collection
-// included, which wall time per sample hides on a loaded machine, or
-// spreads over idle cores on a quiet one).
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
