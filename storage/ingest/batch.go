@@ -162,47 +162,57 @@ func (b *Batch) Samples() []models.Sample {
 // lib/storage expects (MarshalMetricNameRaw; any other encoding is silently
 // dropped by it), stopping before the encoded names would pass maxBytes
 // (but taking at least one row); next is the index of the first row not
-// appended, Len() at the end. A batch without extra labels encoded each
-// series' name once as it was added, and the rows' MetricNameRaw alias
-// that memory: valid until b is reset or added to. With extra labels the
-// names are encoded here, into buf (returned for reuse), in chunks that
-// bound memory: extra labels are copied into every row's name.
+// appended, Len() at the end. A series added while the batch had no extra
+// labels and under maxEncodedNames of names had its name encoded once as
+// it was added, and its rows' MetricNameRaw alias that memory: valid until
+// b is reset or added to. The other rows' names are encoded here, into buf
+// (returned for reuse), in chunks that bound memory: extra labels are
+// copied into every row's name.
 func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte, start, maxBytes int) (rows []vmstorage.MetricRow, out []byte, next int) {
-	if len(b.extra) == 0 {
-		need, end := 0, start
-		for ; end < len(b.rows); end++ {
-			r := &b.rows[end]
-			n := int(r.nend - r.nstart)
-			if end > start && need+n > maxBytes {
-				break
-			}
-			need += n
-			dst = append(dst, vmstorage.MetricRow{MetricNameRaw: b.names[r.nstart:r.nend:r.nend], Timestamp: r.ts, Value: r.v})
-		}
-		return dst, buf, end
-	}
 	// Size buf once so that the MetricNameRaw slices stay valid: appending
 	// past capacity would move earlier names.
-	need, end := 0, start
+	need, encode, end := 0, 0, start
 	for ; end < len(b.rows); end++ {
-		n := b.encodedSize(&b.rows[end])
+		r := &b.rows[end]
+		n := int(r.nend - r.nstart)
+		if !b.encoded(r) {
+			n = b.encodedSize(r)
+		}
 		if end > start && need+n > maxBytes {
 			break
 		}
 		need += n
+		if !b.encoded(r) {
+			encode += n
+		}
 	}
-	if cap(buf) < need {
-		buf = make([]byte, 0, need)
+	if cap(buf) < encode {
+		buf = make([]byte, 0, encode)
 	}
 	buf = buf[:0]
 	for i := start; i < end; i++ {
 		r := &b.rows[i]
+		if b.encoded(r) {
+			dst = append(dst, vmstorage.MetricRow{MetricNameRaw: b.names[r.nstart:r.nend:r.nend], Timestamp: r.ts, Value: r.v})
+			continue
+		}
 		at := len(buf)
 		buf = appendMetricNameRaw(buf, r.name, b.rowLabels(r))
 		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[at:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
 	}
 	return dst, buf, end
 }
+
+// encoded reports whether r's name was encoded as its series was added
+// (and no extra labels came since).
+func (b *Batch) encoded(r *row) bool { return r.nend > r.nstart && len(b.extra) == 0 }
+
+// maxEncodedNames bounds the names a batch encodes as its series are
+// added: a large body whose series do not repeat line after line (a text
+// import of many series over many timestamps) would otherwise hold one
+// encoded name per row for its whole life, ~50 MB more for a 30 MB body;
+// past the bound, MetricRows encodes the rest in bounded chunks.
+const maxEncodedNames = 4 << 20
 
 // encodedSize is an upper bound of r's MarshalMetricNameRaw size.
 func (b *Batch) encodedSize(r *row) int {
@@ -351,7 +361,7 @@ func (b *Batch) addSeries(name string, start int, lim *Limits) (series, error) {
 		return series{}, &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
 	}
 	s := series{lstart: int32(start), lend: int32(len(b.labels))}
-	if len(b.extra) == 0 {
+	if len(b.extra) == 0 && len(b.names) < maxEncodedNames {
 		s.nstart = int32(len(b.names))
 		b.names = appendMetricNameRaw(b.names, name, all)
 		s.nend = int32(len(b.names))

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -310,5 +311,48 @@ func TestSeriesCheckedAndEncodedOnce(t *testing.T) {
 	}
 	if got := b.Samples(); len(got) != 4 || got[1].Labels[0] != (models.Label{Name: "a", Value: "1"}) || got[1].Value != 2 {
 		t.Errorf("samples %+v; want the second as m{a=1} 2", got)
+	}
+}
+
+// TestEncodedNamesBounded: a text body whose series do not repeat line
+// after line keeps at most maxEncodedNames of names encoded as it is
+// parsed (a 30 MB body would otherwise hold one name per line, ~50 MB,
+// for its whole life); MetricRows encodes the rest, byte for byte as
+// MarshalMetricNameRaw, in chunks of maxBytes.
+func TestEncodedNamesBounded(t *testing.T) {
+	const ts = 1_700_000_000_000
+	lim := Limits{MinTimestamp: ts - 1000, MaxTimestamp: ts + 1000}
+	var body strings.Builder
+	const lines = 120_000
+	for i := range lines {
+		fmt.Fprintf(&body, "bounded_names{series=\"%06d\",pad=\"%s\"} %d %d\n", i%50_000, "abcdefghijklmnopqrstuvwxyz", i, ts)
+	}
+	var b Batch
+	if err := ParseText(body.String(), &lim, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != lines {
+		t.Fatalf("%d rows; want %d", b.Len(), lines)
+	}
+	if n := len(b.names); n > maxEncodedNames+1024 {
+		t.Errorf("%d bytes of names encoded while parsing; want at most about %d", n, maxEncodedNames)
+	}
+	var rows []vmstorage.MetricRow
+	var buf []byte
+	chunks := 0
+	for next := 0; next < b.Len(); chunks++ {
+		start := next
+		rows, buf, next = b.MetricRows(rows[:0], buf, next, 256<<10)
+		for i, r := range rows {
+			line := start + i
+			want := vmstorage.MarshalMetricNameRaw(nil, []prompb.Label{{Name: "__name__", Value: "bounded_names"},
+				{Name: "series", Value: fmt.Sprintf("%06d", line%50_000)}, {Name: "pad", Value: "abcdefghijklmnopqrstuvwxyz"}})
+			if string(r.MetricNameRaw) != string(want) || r.Value != float64(line) {
+				t.Fatalf("row %d: name %q value %v; want %q and %d", line, r.MetricNameRaw, r.Value, want, line)
+			}
+		}
+	}
+	if chunks < 2 {
+		t.Errorf("%d chunks of 256 KiB for %d rows; want several", chunks, lines)
 	}
 }
