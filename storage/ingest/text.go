@@ -22,7 +22,7 @@ var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
 // 1-based line number and the reason.
 func ParseText(body string, lim *Limits, b *Batch) error {
 	b.asReceived = false
-	m := b.mark()
+	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
 	// Fast path: the whole body at once. Errors are rare, so on the first one
 	// the slow path re-parses line by line to say which line it was.
 	rs := rowsPool.Get().(*prometheus.Rows)
@@ -34,7 +34,7 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 			return nil
 		}
 	}
-	b.rollback(m)
+	b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
 	var rej Rejected
 	parseTextByLine(body, lim, b, rs, &rej)
 	if rej.Count == 0 {
@@ -57,35 +57,16 @@ func (b *Batch) addTextRows(body string, rows []prometheus.Row, lim *Limits) err
 }
 
 func (b *Batch) addTextRow(body string, r *prometheus.Row, lim *Limits) error {
-	if r.Metric != b.checked {
-		// Lines of one metric usually come together: its name is
-		// checked once per run, not once per line.
-		if err := models.CheckMetricName(r.Metric); err != nil {
-			return &RejectError{Reason: ReasonName, Err: err}
-		}
-		b.checked = r.Metric
-	}
-	// The parsed tags go straight into the batch's labels, which are
-	// checked and encoded where they lie: copied as a block (one bulk
-	// write barrier while the GC runs, not one per string).
 	start := len(b.labels)
-	b.labels = append(b.labels, tagsAsLabels(r.Tags)...)
+	for _, t := range r.Tags {
+		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
+	}
+	ls := b.labels[start:]
+	b.labels = b.labels[:start]
 	// The parser reads both "m 1" and "m 1 0" as timestamp 0; only the
 	// first means "no timestamp".
 	hasTS := r.Timestamp != 0 || explicitTimestamp(body, r)
-	return b.addRow(r.Metric, start, r.Timestamp, hasTS, r.Value, lim)
-}
-
-// prometheus.Tag and models.Label are both struct{ string; string }:
-// these conversions stop compiling if either changes.
-var (
-	_ = struct{ Key, Value string }(prometheus.Tag{})
-	_ = struct{ Name, Value string }(models.Label{})
-)
-
-// tagsAsLabels views parsed tags as labels, without a copy.
-func tagsAsLabels(ts []prometheus.Tag) []models.Label {
-	return unsafe.Slice((*models.Label)(unsafe.Pointer(unsafe.SliceData(ts))), len(ts))
+	return b.add(r.Metric, ls, r.Timestamp, hasTS, r.Value, lim)
 }
 
 // explicitTimestamp reports whether the line of body that r was parsed
