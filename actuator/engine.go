@@ -246,8 +246,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop cancels running steps and waits for the workers, at most until ctx
-// ends. A step cut short is repeated after the next start. Idempotent.
+// Stop is a graceful stop: it cancels running steps, waits for the
+// workers and then aborts every move whose data movement began but whose
+// commit did not happen (abortUnderWay), all at most until ctx ends. No
+// plan is made and no step started once it began. A step it could not
+// end (or a crash, which runs nothing of this) is resumed or aborted at
+// the next start from the journal. Idempotent.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started {
@@ -261,10 +265,97 @@ func (e *Engine) Stop(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("cannot stop the actions engine: steps still running: %w", ctx.Err())
 	}
+	return e.abortUnderWay(ctx)
+}
+
+// abortUnderWay ends, at a graceful stop, every open move past pending
+// and short of its commit (copying, copied, verified): the mover's Abort
+// removes the new copy and its part files (and the files driver's
+// in-flight record), and the move is journaled cancelled in phase
+// aborted, its plan cancelled when none of its moves is left or
+// succeeded. A stopped mds thus leaves no copy that no layout references
+// (the old copy of a committed move waits out move.grace after the next
+// start: clients may still read it). A move whose layout already points
+// at its destination (committed, the journal not yet told) or that the
+// mover cannot abort (its pending commit turns out applied, the HA fence
+// refuses a deposed leader, ctx ends) stays as journaled, for the next
+// start or the new leader. Skipped inline (a simulated clock: the twin lives in the
+// process, nothing outlives it) and on a follower (the leader owns the
+// moves).
+func (e *Engine) abortUnderWay(ctx context.Context) error {
+	if e.opts.Inline {
+		return nil
+	}
+	if _, lead := e.opts.Gate.Leading(); !lead {
+		return nil
+	}
+	var ids []string
+	e.mu.Lock()
+	for id, a := range e.acts {
+		if a.Move == nil || a.State.Terminal() {
+			continue
+		}
+		switch a.Move.Phase {
+		case models.PhaseCopying, models.PhaseCopied, models.PhaseVerified:
+			ids = append(ids, id)
+		}
+	}
+	e.mu.Unlock()
+	sort.Strings(ids)
+	var errs []error
+	plans := map[string]bool{}
+	for _, id := range ids {
+		a, ok := e.get(id)
+		if !ok || a.State.Terminal() || a.Move == nil {
+			continue
+		}
+		ph := a.Move.Phase
+		if lay, err := e.mover.Locate(ctx, a.Move.File); err == nil {
+			if cur, _ := lay.At(a.Move.Mirror, a.Move.Component); cur.Device == a.Move.To {
+				// committed (the journal had not learnt it): the next
+				// start sees it and cleans up after the grace
+				continue
+			}
+		}
+		if err := e.mover.Abort(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
+			e.log.Warn("cannot abort a move at stop; the next start resumes or aborts it", "action", id, "phase", string(ph), "err", err)
+			continue
+		}
+		now := e.clock(time.Time{})
+		why := fmt.Sprintf("aborted by the mds's stop during its %s phase (its new copy removed); replanned after the next start if still needed", ph)
+		if err := e.endMove(&a, now, models.ActionCancelled, models.PhaseAborted, why, true); err != nil {
+			errs = append(errs, fmt.Errorf("move %s, aborted at stop: %w", id, err))
+			continue
+		}
+		e.log.Info("move aborted at stop", "action", id, "phase", string(ph))
+		plans[a.Parent] = true
+	}
+	pids := make([]string, 0, len(plans))
+	for id := range plans {
+		pids = append(pids, id)
+	}
+	sort.Strings(pids)
+	for _, id := range pids {
+		p, ok := e.get(id)
+		if !ok || p.State != models.ActionRunning {
+			continue
+		}
+		kids := e.kidsOf(id)
+		left := false
+		for i := range kids {
+			left = left || !kids[i].State.Terminal()
+		}
+		if pr := progressOf(kids); left || pr.MovesDone > 0 {
+			continue // its moves go on, or it is verified, after the next start
+		}
+		if err := e.endPlan(&p, e.clock(time.Time{}), models.ActionCancelled, "the mds stopped before any of its moves committed (their copies aborted); replanned after the next start if still needed"); err != nil {
+			errs = append(errs, fmt.Errorf("plan %s, ended at stop: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // index adds a (a copy) to the table.
@@ -427,6 +518,11 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 	}
 	e.mu.Unlock()
 	e.heat.fold(now)
+	if ctx.Err() != nil {
+		// the mds is stopping (the pipeline cancelled this tick): nothing
+		// is planned and no step started; Stop ends what is under way
+		return e.flush()
+	}
 	epoch, lead := e.opts.Gate.Leading()
 	if !lead {
 		// a follower watches (findings, heat, series) but never acts
@@ -522,6 +618,9 @@ func (e *Engine) reconcileAll(ctx context.Context, now time.Time) error {
 	plans, _ := e.openIDs(now)
 	var errs []error
 	for _, id := range plans {
+		if ctx.Err() != nil {
+			break // stopping: Reconcile's ctx is done
+		}
 		if err := e.reconcilePlan(ctx, now, id); err != nil {
 			errs = append(errs, fmt.Errorf("action %s: %w", id, err))
 		}
@@ -555,8 +654,12 @@ func (e *Engine) reconcileAll(ctx context.Context, now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// run reconciles one move: inline, or on a worker with the key held.
+// run reconciles one move: inline, or on a worker with the key held;
+// nothing once ctx (the tick's) is done: the mds is stopping.
 func (e *Engine) run(ctx context.Context, now time.Time, id string) {
+	if ctx.Err() != nil {
+		return
+	}
 	if e.opts.Inline {
 		e.reconcileMove(ctx, now, id)
 		return

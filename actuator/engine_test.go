@@ -764,3 +764,32 @@ func TestEngineResumesAfterCrashAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineStoppingTickPlansNothing: a tick whose context is done (the
+// mds is stopping: the pipeline cancels its tick before the engine stops)
+// plans nothing and starts no step, on a cluster where a live tick plans
+// a rebalance at once.
+func TestEngineStoppingTickPlansNothing(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	stopping, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		r.heat(heat)
+		if err := r.e.Reconcile(stopping, r.now, []models.Finding{hot}); err != nil {
+			t.Fatalf("a stopping tick: %v", err)
+		}
+		r.now = r.now.Add(10 * time.Second)
+	}
+	if ps := r.plans(); len(ps) != 0 {
+		t.Fatalf("stopping ticks journaled %d plans: %+v; want none", len(ps), ps)
+	}
+	if n := m.mutations(); n != 0 {
+		t.Fatalf("stopping ticks made %d mover calls %v; want none", n, m.calls)
+	}
+	r.runFor(1, heat, hot)
+	if ps := r.plans(); len(ps) != 1 || ps[0].Kind != models.ActionRebalance {
+		t.Fatalf("a live tick journaled %+v; want one rebalance (the test needs a cluster that plans)", ps)
+	}
+}

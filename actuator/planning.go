@@ -328,7 +328,7 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 		if e.reb.Name() != "ballast" {
 			reason = e.reb.Name() + " planner: " + reason
 		}
-		errs = append(errs, e.openPlan(now, mode, planSpec{
+		errs = append(errs, e.openPlan(ctx, now, mode, planSpec{
 			id: id, kind: models.ActionRebalance, subject: subj, finding: f.ID, reason: reason,
 			params: map[string]string{"planner": e.reb.Name(), "hot_devices": strings.Join(hot, ",")},
 		}, s, res))
@@ -365,8 +365,12 @@ type planSpec struct {
 // openPlan journals a plan and its moves in one transaction, in the state
 // mode starts them in. A plan without a move is journaled as cancelled
 // with the planner's notes, so an operator sees that ballast looked and
-// why nothing would help; the cooldown keeps it from repeating.
-func (e *Engine) openPlan(now time.Time, mode models.ActionMode, spec planSpec, s *snapshot, res plan.Result) error {
+// why nothing would help; the cooldown keeps it from repeating. Once ctx
+// is done (the mds is stopping) nothing new is planned.
+func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.ActionMode, spec planSpec, s *snapshot, res plan.Result) error {
+	if ctx.Err() != nil {
+		return nil
+	}
 	st := models.ActionApproved
 	switch mode {
 	case models.ModeDryRun:
@@ -588,7 +592,7 @@ func (e *Engine) planEvacuations(ctx context.Context, now time.Time, devs []Devi
 			params["spare_name"] = e.name(spareID)
 		}
 		name := e.name(dev.ID)
-		errs = append(errs, e.openPlan(now, mode, planSpec{
+		errs = append(errs, e.openPlan(ctx, now, mode, planSpec{
 			id: planID(kind, subj, f.Start), kind: kind, subject: subj, name: name, finding: f.ID, urgent: urgent, notBefore: notBefore,
 			reason: fmt.Sprintf("%s: drive %s is %s: %s", f.Kind, name, why, f.Summary), params: params,
 		}, s, res))

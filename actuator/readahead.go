@@ -233,7 +233,7 @@ func (e *Engine) planReadAhead(ctx context.Context, now time.Time) error {
 			continue
 		}
 		why := fmt.Sprintf("pinned by actuators.readahead.pins: %s on %s at %d KiB (now %d KiB)", m.MountPoint, pin.Node, pin.KB, m.CurrentKB)
-		errs = append(errs, e.openReadAhead(now, mode, pin.Node, m, pin.KB, true, why, nil))
+		errs = append(errs, e.openReadAhead(ctx, now, mode, pin.Node, m, pin.KB, true, why, nil))
 	}
 	errs = append(errs, e.planReadAheadPolicy(ctx, now, mode))
 	return errors.Join(errs...)
@@ -266,8 +266,12 @@ func (e *Engine) lastFailed(key string) bool {
 }
 
 // openReadAhead journals a new set_read_ahead action for node's mount m,
-// with extra params (the policy's).
-func (e *Engine) openReadAhead(now time.Time, mode models.ActionMode, node string, m models.ReadAheadMount, kb int64, pinned bool, why string, extra map[string]string) error {
+// with extra params (the policy's); nothing once ctx is done (the mds is
+// stopping).
+func (e *Engine) openReadAhead(ctx context.Context, now time.Time, mode models.ActionMode, node string, m models.ReadAheadMount, kb int64, pinned bool, why string, extra map[string]string) error {
+	if ctx.Err() != nil {
+		return nil
+	}
 	s := models.Subject{Kind: models.SubjectClient, ID: node}
 	id := fmt.Sprintf("%s:%s:%s:%s:%d", models.ActionSetReadAhead, s.Kind, s.ID, m.MountPoint, now.UnixMilli())
 	from := ""

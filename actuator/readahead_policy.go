@@ -274,7 +274,7 @@ func (e *Engine) planReadAheadPolicy(ctx context.Context, now time.Time, mode mo
 				continue
 			}
 			why := fmt.Sprintf("closed loop: %s on %s from %d to %d KiB: %s (%s)", m.MountPoint, r.rep.Node, m.CurrentKB, c.KB, c.Why, s.features())
-			errs = append(errs, e.openReadAhead(now, mode, r.rep.Node, m, c.KB, false, why, map[string]string{ParamPolicy: policyName, ParamDirection: c.Direction}))
+			errs = append(errs, e.openReadAhead(ctx, now, mode, r.rep.Node, m, c.KB, false, why, map[string]string{ParamPolicy: policyName, ParamDirection: c.Direction}))
 		}
 	}
 	return errors.Join(errs...)

@@ -75,7 +75,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		if errors.Is(err, ErrNotFound) {
 			return true, e.endMove(&a, now, models.ActionCancelled, models.PhaseAborted, fmt.Sprintf("file %s is gone", m.File), true)
 		}
-		return true, e.retry(&a, now, "locate", err)
+		return true, e.failed(ctx, &a, now, "locate", err)
 	}
 	cur, _ := lay.At(m.Mirror, m.Component)
 	switch {
@@ -93,7 +93,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 			return true, nil
 		}
 		if err := e.mover.Cleanup(ctx, m); err != nil {
-			return true, e.retry(&a, now, "cleanup", err)
+			return true, e.failed(ctx, &a, now, "cleanup", err)
 		}
 		m.Phase = models.PhaseCleaned
 		a.Move = &m
@@ -133,7 +133,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		}
 		pr, err := e.mover.Copy(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent, Plan: planRef(&p)})
 		if err != nil {
-			return true, e.retry(&a, now, "copy", err)
+			return true, e.failed(ctx, &a, now, "copy", err)
 		}
 		if !pr.Done {
 			e.setCopied(id, pr.Bytes)
@@ -148,7 +148,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		}
 		v, err := e.mover.Verify(ctx, m)
 		if err != nil {
-			return true, e.retry(&a, now, "verify", err)
+			return true, e.failed(ctx, &a, now, "verify", err)
 		}
 		if !v.Done {
 			e.requeue(id, now.Add(e.pollEvery()))
@@ -157,7 +157,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		if !v.Match {
 			// the copy is bad: remove it and copy again
 			if err := e.mover.Abort(ctx, m); err != nil {
-				return true, e.retry(&a, now, "abort", err)
+				return true, e.failed(ctx, &a, now, "abort", err)
 			}
 			m.Phase = models.PhaseCopying
 			m.Mismatches++
@@ -182,7 +182,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 				// files driver's hook): the copy goes, the move is replanned
 				return true, e.abortMove(ctx, &a, now, models.ActionCancelled, fmt.Sprintf("commit refused: %v; the move is replanned", err))
 			}
-			return true, e.retry(&a, now, "commit", err)
+			return true, e.failed(ctx, &a, now, "commit", err)
 		}
 		m.Phase, m.CommittedAt = models.PhaseCommitted, now
 		return false, e.saveMove(&a, m, now, "")
@@ -270,6 +270,16 @@ func (e *Engine) saveMove(a *models.Action, m models.Move, now time.Time, why st
 	return nil
 }
 
+// failed records a failed step (retry), unless ctx is done: a step cut
+// short by the engine's stop is no failure of the move; Stop aborts it or
+// the next start repeats it.
+func (e *Engine) failed(ctx context.Context, a *models.Action, now time.Time, step string, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return e.retry(a, now, step, err)
+}
+
 // retry counts a failed step; a permanent error or too many attempts
 // aborts the move (removing the new copy unless the layout switched).
 func (e *Engine) retry(a *models.Action, now time.Time, step string, err error) error {
@@ -296,6 +306,9 @@ func (e *Engine) retry(a *models.Action, now time.Time, step string, err error) 
 func (e *Engine) abortMove(ctx context.Context, a *models.Action, now time.Time, st models.ActionState, why string) error {
 	if a.Move != nil && a.Move.Phase != models.PhasePending && a.Move.Phase != models.PhaseAborted {
 		if err := e.mover.Abort(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
+			if ctx.Err() != nil {
+				return nil // cut short by the stop, which aborts it again
+			}
 			a.Error = fmt.Sprintf("abort: %v", err)
 			a.Attempts++
 			_ = e.save(a)

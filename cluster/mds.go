@@ -457,8 +457,10 @@ func (m *MDS) serveDevicesStatus(w http.ResponseWriter, r *http.Request) {
 	}{"success", m.ids.Rows()})
 }
 
-// Stop reverses Start: pipeline, alert delivery, scraper, listener, traces, then the store
-// (which flushes to disk). Idempotent; bounded by ctx.
+// Stop reverses Start: pipeline, alert delivery, actions engine (copies
+// under way aborted, actuator.Engine.Stop), HA election, scraper,
+// listener, traces, then the store (which flushes to disk). Idempotent;
+// bounded by ctx.
 func (m *MDS) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -473,12 +475,14 @@ func (m *MDS) stopLocked(ctx context.Context) error {
 	if m.alerts != nil {
 		errs = append(errs, m.alerts.Stop(ctx))
 	}
+	// the engine ends its steps (aborting copies under way) while this mds
+	// still leads, before it resigns: the other then finds no move in flight
+	if m.engine != nil {
+		errs = append(errs, m.engine.Stop(ctx))
+	}
 	errs = append(errs, m.stopHA(ctx))
 	if m.scraper != nil {
 		errs = append(errs, m.scraper.Stop(ctx))
-	}
-	if m.engine != nil {
-		errs = append(errs, m.engine.Stop(ctx))
 	}
 	if m.server != nil {
 		errs = append(errs, m.server.Stop(ctx))
