@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/analyzer/drivehealth"
+	"github.com/ballast-io/ballast/analyzer/starvation"
 	"github.com/ballast-io/ballast/cluster/identity"
 	"github.com/ballast-io/ballast/models"
 	"github.com/ballast-io/ballast/storage"
@@ -421,6 +422,12 @@ func TestStarvationNICUtilisation(t *testing.T) {
 			series("", 5e9, "node", "ds02", "device", "eth0"),
 			series("", 2.5e9, "node", "ds03", "device", "eth0"),
 		},
+		a.st.nicReceiveQuery(): {
+			series("", 5e9, "node", "ds01", "device", "eth0"),
+			series("", 1e9, "node", "ds01", "device", "eth1"),
+			series("", 90e9, "node", "ds01", "device", "lo"),
+			series("", 0.5e9, "node", "ds03", "device", "eth0"),
+		},
 	}
 	a.q = q
 	got, err := a.st.nicUtil(context.Background(), t0)
@@ -428,8 +435,13 @@ func TestStarvationNICUtilisation(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"ds01": 0.96, "ds03": 0.1}
-	if len(got) != len(want) || math.Abs(got["ds01"]-want["ds01"]) > 1e-9 || math.Abs(got["ds03"]-want["ds03"]) > 1e-9 {
-		t.Errorf("NIC utilisation %v; want %v", got, want)
+	if b := got.busier; len(b) != len(want) || math.Abs(b["ds01"]-want["ds01"]) > 1e-9 || math.Abs(b["ds03"]-want["ds03"]) > 1e-9 {
+		t.Errorf("NIC utilisation %v; want %v", b, want)
+	}
+	// Receive only: ds01's eth0 receives 5 GB/s of its 25 (eth1 1 of 12.5).
+	want = map[string]float64{"ds01": 0.2, "ds03": 0.02}
+	if r := got.receive; len(r) != len(want) || math.Abs(r["ds01"]-want["ds01"]) > 1e-9 || math.Abs(r["ds03"]-want["ds03"]) > 1e-9 {
+		t.Errorf("NIC receive utilisation %v; want %v", r, want)
 	}
 	if !strings.Contains(a.st.nicRateQuery(), "[15s]") {
 		t.Errorf("rate query %q does not use the rate window", a.st.nicRateQuery())
@@ -437,7 +449,7 @@ func TestStarvationNICUtilisation(t *testing.T) {
 
 	// No speed series at all: nothing, and no rate query.
 	a.q = exprQuerier{}
-	if got, err := a.st.nicUtil(context.Background(), t0); err != nil || len(got) != 0 {
+	if got, err := a.st.nicUtil(context.Background(), t0); err != nil || len(got.busier)+len(got.receive) != 0 {
 		t.Errorf("without speeds: %v, %v; want none", got, err)
 	}
 }
@@ -507,5 +519,76 @@ func TestHotspotGatesDevicesOnDriveUtilisation(t *testing.T) {
 	}
 	if got, want := hotDevices(failingQuerier{q, uq}), []string{"device:ds07/nvme2n1", "device:ds08/nvme2n1", "device:ds09/nvme2n1"}; !slices.Equal(got, want) {
 		t.Errorf("utilisation query failing: hot devices %v; want %v, judged on LAYOUTSTATS alone", got, want)
+	}
+}
+
+// TestStarvationBlamesASaturatedClientNIC: two GPU nodes read from the
+// same healthy devices and both drop from full utilisation to half. The
+// one whose own NIC receives at line rate is starved by it (client
+// subject); the other, its NIC at a third, is idle for a reason that is
+// not storage. A node's transmit side (its own checkpoint writes) does
+// not make its client subject saturated.
+func TestStarvationBlamesASaturatedClientNIC(t *testing.T) {
+	a, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tick []models.StripeDelta
+	for _, node := range []string{"gpu00", "gpu01", "gpu02"} {
+		for k := range 2 {
+			d := delta(fmt.Sprintf("ds00/nvme%dn1", k), "ds00", 10*time.Second, 100, 1e9, 0, 0, 20*time.Millisecond)
+			d.Client = node
+			tick = append(tick, d)
+		}
+	}
+	query := func(util, rx0, tx2 float64) exprQuerier {
+		q := exprQuerier{nicSpeedQuery: {
+			series("", 3.125e9, "node", "gpu00", "device", "eth0"),
+			series("", 3.125e9, "node", "gpu01", "device", "eth0"),
+			series("", 3.125e9, "node", "gpu02", "device", "eth0"),
+		}}
+		q[a.st.nicReceiveQuery()] = []storage.Series{
+			series("", rx0*3.125e9, "node", "gpu00", "device", "eth0"),
+			series("", 1e9, "node", "gpu01", "device", "eth0"),
+			series("", 1e9, "node", "gpu02", "device", "eth0"),
+		}
+		q[a.st.nicRateQuery()] = []storage.Series{
+			series("", rx0*3.125e9, "node", "gpu00", "device", "eth0"),
+			series("", 1e9, "node", "gpu01", "device", "eth0"),
+			series("", tx2*3.125e9, "node", "gpu02", "device", "eth0"),
+		}
+		for _, node := range []string{"gpu00", "gpu01", "gpu02"} {
+			for g := range 4 {
+				q[gpuQuery] = append(q[gpuQuery], series("ballast_gpu_utilization_ratio", util, "node", node, "gpu", fmt.Sprint(g)))
+			}
+		}
+		return q
+	}
+	for s, step := range []struct{ util, rx0, tx2 float64 }{{1, 0.3, 0.3}, {1, 0.3, 0.3}, {0.5, 0.98, 0.99}, {0.5, 0.98, 0.99}} {
+		now := t0.Add(time.Duration(s) * 10 * time.Second)
+		a.q = query(step.util, step.rx0, step.tx2)
+		a.stripes.tick = slices.Clone(tick)
+		if _, err := a.ident.Run(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		a.hot.loads = a.hot.tracker.loads(a.stripes.tick, a.ident.Pools())
+		if _, err := a.st.Run(context.Background(), now); err != nil {
+			t.Fatalf("tick %d: %v", s, err)
+		}
+	}
+	lost := a.st.an.LostByCause()
+	// Two ticks of 4 GPUs losing half of 10 s: 40 GPU-seconds per node.
+	if got := lost["client:gpu00"]; math.Abs(got-40) > 1e-6 {
+		t.Errorf("client:gpu00 blamed for %v GPU-s; want 40 (its NIC receives at 98 %%): %v", got, lost)
+	}
+	// Idle not blamed on storage lets the GPUs' level sink a little
+	// (LevelTau), so the second tick counts slightly under 40.
+	if got := lost[starvation.NotStorage]; got < 79 || got > 80 {
+		t.Errorf("not-storage %v GPU-s; want just under 80 (gpu01 and gpu02, NICs receiving at 32 %%): %v", got, lost)
+	}
+	for cause := range lost {
+		if cause != "client:gpu00" && cause != starvation.NotStorage {
+			t.Errorf("%s blamed (%v GPU-s); want only client:gpu00", cause, lost[cause])
+		}
 	}
 }

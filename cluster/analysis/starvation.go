@@ -34,13 +34,24 @@ func (s *starvationStage) nicRateQuery() string {
 		models.MetricNetReceiveBytes, models.MetricNetTransmitBytes, int(s.a.opts.RateWindow.Seconds()))
 }
 
-// nicUtil returns each node's NIC utilisation: max over its interfaces
-// with a link speed of max(receive, transmit rate) / speed. A node with
-// no speed series is absent (its utilisation stays unknown).
-func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (map[string]float64, error) {
+// nicReceiveQuery is each agent NIC's receive rate over the rate window:
+// what a client node's reads arrive through (its own checkpoint writes
+// fill the other direction and do not slow them).
+func (s *starvationStage) nicReceiveQuery() string {
+	return fmt.Sprintf(`max by (node, device) (rate(%s[%ds]))`, models.MetricNetReceiveBytes, int(s.a.opts.RateWindow.Seconds()))
+}
+
+// nicUtils is each node's NIC utilisation, the max over its interfaces
+// with a link speed: busier is max(receive, transmit rate) / speed (a
+// DS's link), receive the receive rate / speed (a client's reads).
+type nicUtils struct{ busier, receive map[string]float64 }
+
+// nicUtil returns each node's NIC utilisation (nicUtils). A node with no
+// speed series is absent (its utilisation stays unknown).
+func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils, error) {
 	speeds, err := s.a.q.Query(ctx, nicSpeedQuery, now)
 	if err != nil || len(speeds) == 0 {
-		return nil, err
+		return nicUtils{}, err
 	}
 	type nic struct{ node, dev string }
 	speed := map[nic]float64{}
@@ -50,20 +61,30 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (map[strin
 			speed[nic{sr.Label("node"), sr.Label("device")}] = v
 		}
 	}
-	rates, err := s.a.q.Query(ctx, s.nicRateQuery(), now)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for i := range rates {
-		sr := &rates[i]
-		k := nic{sr.Label("node"), sr.Label("device")}
-		v, ok := lastValue(sr)
-		if sp := speed[k]; ok && sp > 0 && v >= 0 && !math.IsNaN(v) {
-			if u, seen := out[k.node]; !seen || v/sp > u {
-				out[k.node] = v / sp
+	util := func(expr string) (map[string]float64, error) {
+		rates, err := s.a.q.Query(ctx, expr, now)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]float64{}
+		for i := range rates {
+			sr := &rates[i]
+			k := nic{sr.Label("node"), sr.Label("device")}
+			v, ok := lastValue(sr)
+			if sp := speed[k]; ok && sp > 0 && v >= 0 && !math.IsNaN(v) {
+				if u, seen := out[k.node]; !seen || v/sp > u {
+					out[k.node] = v / sp
+				}
 			}
 		}
+		return out, nil
+	}
+	var out nicUtils
+	if out.busier, err = util(s.nicRateQuery()); err != nil {
+		return nicUtils{}, err
+	}
+	if out.receive, err = util(s.nicReceiveQuery()); err != nil {
+		return nicUtils{}, err
 	}
 	return out, nil
 }
@@ -76,8 +97,10 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (map[strin
 // its agent's node once the device table names it), whether the DS's
 // agent answers and bytes not delivered (down: downRule) and the hotspot
 // stage's findings, and the groups the checkpoint stage sees writing a
-// burst. A GPU's job is its node's client group, the subject the
-// checkpoint stage uses.
+// burst. Each GPU node's own NIC is a client subject at the root of its
+// path, judged by its receive utilisation (a node behind a link too slow
+// for its GPUs, or one filled by other traffic). A GPU's job is its
+// node's client group, the subject the checkpoint stage uses.
 type starvationStage struct {
 	a       *Analysis
 	an      *starvation.Analyzer
@@ -193,7 +216,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		return nil, err
 	}
 	util := func(sub models.Subject) float64 {
-		if u, ok := nics[sub.ID]; ok && sub.Kind == models.SubjectDS {
+		if u, ok := nics.busier[sub.ID]; ok && sub.Kind == models.SubjectDS {
 			return u
 		}
 		return math.NaN()
@@ -235,6 +258,28 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			listed[p.Subject] = true
 			in.Health = append(in.Health, starvation.Health{Subject: p.Subject, Parent: s.parents[p.Subject], Util: math.NaN(), Latency: math.NaN()})
 		}
+	}
+	// Each GPU node's own link is a root of its path with share 1: every
+	// byte it reads arrives through it. Its health is its agent's receive
+	// utilisation; a node whose agent serves no link speed gets no client
+	// subject (nothing to judge it by).
+	var clients []string
+	seenNode := map[string]bool{}
+	for _, g := range in.GPUs {
+		if _, ok := nics.receive[g.Node]; ok && !seenNode[g.Node] {
+			seenNode[g.Node] = true
+			clients = append(clients, g.Node)
+		}
+	}
+	sort.Strings(clients)
+	for _, node := range clients {
+		sub := models.Subject{Kind: models.SubjectClient, ID: node}
+		if listed[sub] {
+			continue
+		}
+		listed[sub] = true
+		in.Paths = append(in.Paths, starvation.Path{Node: node, Subject: sub, Share: 1})
+		in.Health = append(in.Health, starvation.Health{Subject: sub, Util: nics.receive[node], Latency: math.NaN()})
 	}
 	for g := range s.a.ckpt.active {
 		in.Checkpointing = append(in.Checkpointing, g)
@@ -335,9 +380,10 @@ func (s *starvationStage) recordBlame(now time.Time) {
 
 // MetricGPULostSeconds is the series of idle GPU-seconds the starvation
 // analyzer charged to each cause since the mds started: cause is the
-// blamed subject ("device:…", "ds:…", "port:…", "stripe:…"),
-// "checkpoint:<group>" for a checkpoint pause or "not-storage" for idle
-// time on healthy storage paths; cause_kind is the part before the colon.
+// blamed subject ("device:…", "ds:…", "port:…", "stripe:…", or "client:…"
+// for a GPU node's own NIC), "checkpoint:<group>" for a checkpoint pause
+// or "not-storage" for idle time on healthy storage paths; cause_kind is
+// the part before the colon.
 // sum by (cause_kind) (increase(…[1h])) / 3600 is GPU-hours lost per hour.
 const MetricGPULostSeconds = "ballast_gpu_lost_seconds_total"
 
