@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -259,9 +261,11 @@ func remedySample(tw *twin.Twin, now time.Time) score.RemedySample {
 // storageIdle sums the idle GPU-seconds with a storage cause.
 func storageIdle(byCause map[string]float64) float64 {
 	sum := 0.0
-	for c, v := range byCause {
+	// In key order: a float sum in map order differs in its last bits from
+	// run to run, and eval.json must be byte-identical for a seed.
+	for _, c := range slices.Sorted(maps.Keys(byCause)) {
 		if score.StorageCause(c) {
-			sum += v
+			sum += byCause[c]
 		}
 	}
 	return sum

@@ -264,3 +264,17 @@ func TestEvalIsReproducible(t *testing.T) {
 		t.Errorf("no remediation acted in the run (plans %d, moves done %d, bytes %d): the test no longer covers the actions path", r.Plans, r.MovesDone, r.Bytes)
 	}
 }
+
+// TestStorageIdleSumsInKeyOrder: the sum of storage-caused idle seconds
+// is the same on every call. Summed in map order, 1e16 + 1 − 1e16 and
+// 1e16 − 1e16 + 1 differ (the 1 is lost to rounding in the first), and
+// eval.json's storage_stall_gpu_seconds changed in its last digits
+// between two runs of one seed.
+func TestStorageIdleSumsInKeyOrder(t *testing.T) {
+	by := map[string]float64{"device": 1e16, "ds_nic": -1e16, "port": 1, "checkpoint": 5, "loader": 7}
+	for range 200 {
+		if got := storageIdle(by); got != 1 {
+			t.Fatalf("storageIdle = %v; want 1 (device + ds_nic + port in key order; checkpoint and loader are not storage)", got)
+		}
+	}
+}
