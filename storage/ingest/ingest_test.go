@@ -214,3 +214,69 @@ func FuzzParseText(f *testing.F) {
 		}
 	})
 }
+
+// TestParseTextInPieces: a body longer than textChunkBytes, parsed in
+// pieces of whole lines, gives the rows that parsing each line on its own
+// gives, in order (comments, escaped values, lines without a timestamp,
+// CRLF, a comment line longer than a piece, no final newline); a bad line
+// in a later piece is named by its line number in the whole body and
+// costs only itself.
+func TestParseTextInPieces(t *testing.T) {
+	lim := Limits{DefaultTimestamp: 42}
+	var lines []string
+	for i, size := 0, 0; size < 3*textChunkBytes; i++ {
+		switch i % 7 {
+		case 0:
+			lines = append(lines, fmt.Sprintf("# HELP pieces_total help %d", i))
+		case 1:
+			lines = append(lines, fmt.Sprintf(`pieces_total{v="a\\b\"c\nd",i="%d"} %d`, i, i))
+		case 2:
+			lines = append(lines, fmt.Sprintf("pieces_total{i=\"%d\"} %d 1700000000000\r", i, i))
+		case 3:
+			lines = append(lines, fmt.Sprintf("other_%d %d.5 0", i%50, i))
+		default:
+			lines = append(lines, fmt.Sprintf(`pieces_total{i="%d",pad="%s"} %d 1700000000%03d`, i, strings.Repeat("x", i%40), i, i%1000))
+		}
+		size += len(lines[len(lines)-1]) + 1
+		if i == 5000 {
+			lines = append(lines, "# "+strings.Repeat("long comment ", textChunkBytes/10))
+			size += len(lines[len(lines)-1]) + 1
+		}
+	}
+	var want []models.Sample
+	for _, l := range lines {
+		var one Batch
+		if err := ParseText(l, &lim, &one); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		want = append(want, one.Samples()...)
+	}
+	check := func(what string, b *Batch, want []models.Sample) {
+		t.Helper()
+		got := b.Samples()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows; want %d", what, len(got), len(want))
+		}
+		for i := range got {
+			if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+				t.Fatalf("%s: row %d is %v; want %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	var b Batch
+	if err := ParseText(strings.Join(lines, "\n"), &lim, &b); err != nil {
+		t.Fatal(err)
+	}
+	check("whole body", &b, want)
+
+	// A bad line in the last piece.
+	bad := len(lines) - 2
+	withBad := append(append(append([]string(nil), lines[:bad]...), "pieces_total{i=\"1\" 2"), lines[bad:]...)
+	b.Reset()
+	err := ParseText(strings.Join(withBad, "\n"), &lim, &b)
+	var rej *Rejected
+	if !errors.As(err, &rej) || rej.Count != 1 || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", bad+1)) {
+		t.Fatalf("err %v; want line %d rejected, alone", err, bad+1)
+	}
+	check("body with a bad line", &b, want)
+}
