@@ -368,7 +368,7 @@ func remoteWriteErrorBounded(t *testing.T, p *mdsProc) {
 	}
 }
 
-// concurrentHugeBodies posts 16 distinct 30 MB text bodies at once (850,000
+// concurrentHugeBodies posts 16 distinct 30 MB text bodies at once (~660,000
 // samples each). Admission control (ingest.max_inflight_bytes, 64 MiB) lets
 // two be parsed at a time and answers the rest 429 with Retry-After after
 // ingest.queue_timeout; every request gets an answer, the mds stays under
@@ -416,7 +416,9 @@ func concurrentHugeBodies(t *testing.T, p *mdsProc) {
 	if accepted == 0 {
 		t.Errorf("none of %d bodies was accepted; want at least one", bodies)
 	}
-	if peak := peakRSS(t, p.cmd.Process.Pid); peak > 3<<29 {
+	peak := peakRSS(t, p.cmd.Process.Pid)
+	t.Logf("%d of %d bodies accepted; mds peak RSS %d MiB", accepted, bodies, peak>>20)
+	if peak > 3<<29 {
 		t.Errorf("peak RSS %d MiB with %d concurrent 30 MB bodies; want under the documented 1.5 GiB", peak>>20, bodies)
 	}
 	at := base.Add(time.Hour)

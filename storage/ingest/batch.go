@@ -66,17 +66,45 @@ type Batch struct {
 	psmp    []prompb.Sample
 	pts     []prompb.TimeSeries
 
-	passed     []models.Label                  // the last label set validateLabels passed
+	// names holds the rows' names encoded for lib/storage
+	// (MarshalMetricNameRaw), once per series, while the batch has no
+	// extra labels; MetricRows hands them to the store as they are.
+	names []byte
+
+	passed     []models.Label // the last label set checkLabels passed
+	last       series         // the last series added, when lastOK
+	lastName   string         // its metric name
+	lastOK     bool
+	checked    string                          // the last text metric name that passed models.CheckMetricName
 	wru        *prompb.WriteRequestUnmarshaler // ParseRemoteWrite's, kept for its buffers
 	asReceived bool                            // see AsReceived
+	rwBody     []byte                          // the body AsReceived still has to look into
 }
 
 type row struct {
-	name   string
-	lstart int32
-	lend   int32
-	ts     int64
-	v      float64
+	name string
+	series
+	ts int64
+	v  float64
+}
+
+// series locates a validated label set: its labels in Batch.labels and,
+// when the batch had no extra labels as it was added, its encoded name in
+// Batch.names. Rows of one series share them.
+type series struct {
+	lstart, lend int32
+	nstart, nend int32
+}
+
+// mark is where a batch stood, to go back to.
+type mark struct{ rows, labels, names, nans int }
+
+func (b *Batch) mark() mark { return mark{len(b.rows), len(b.labels), len(b.names), b.nans} }
+
+// rollback drops everything added since m.
+func (b *Batch) rollback(m mark) {
+	b.rows, b.labels, b.names, b.nans = b.rows[:m.rows], b.labels[:m.labels], b.names[:m.names], m.nans
+	b.lastOK = false
 }
 
 // Reset empties b for reuse, keeping its memory.
@@ -86,9 +114,11 @@ func (b *Batch) Reset() {
 	clear(b.labels)
 	b.labels = b.labels[:0]
 	b.extra = nil
+	b.names = b.names[:0]
 	clear(b.passed)
 	b.passed = b.passed[:0]
-	b.asReceived = false
+	b.lastOK, b.lastName, b.checked = false, "", ""
+	b.asReceived, b.rwBody = false, nil
 }
 
 // Len returns the number of rows in b.
@@ -131,38 +161,58 @@ func (b *Batch) Samples() []models.Sample {
 // MetricRows appends b's rows from index start on to dst in the encoding
 // lib/storage expects (MarshalMetricNameRaw; any other encoding is silently
 // dropped by it), stopping before the encoded names would pass maxBytes
-// (but taking at least one row). buf backs the names and is returned for
-// reuse; next is the index of the first row not encoded, Len() at the
-// end. Encoding in chunks bounds memory: extra labels are copied into every
-// row's name.
+// (but taking at least one row); next is the index of the first row not
+// appended, Len() at the end. A series added while the batch had no extra
+// labels and under maxEncodedNames of names had its name encoded once as
+// it was added, and its rows' MetricNameRaw alias that memory: valid until
+// b is reset or added to. The other rows' names are encoded here, into buf
+// (returned for reuse), in chunks that bound memory: extra labels are
+// copied into every row's name.
 func (b *Batch) MetricRows(dst []vmstorage.MetricRow, buf []byte, start, maxBytes int) (rows []vmstorage.MetricRow, out []byte, next int) {
 	// Size buf once so that the MetricNameRaw slices stay valid: appending
 	// past capacity would move earlier names.
-	need, end := 0, start
+	need, encode, end := 0, 0, start
 	for ; end < len(b.rows); end++ {
-		n := b.encodedSize(&b.rows[end])
+		r := &b.rows[end]
+		n := int(r.nend - r.nstart)
+		if !b.encoded(r) {
+			n = b.encodedSize(r)
+		}
 		if end > start && need+n > maxBytes {
 			break
 		}
 		need += n
+		if !b.encoded(r) {
+			encode += n
+		}
 	}
-	if cap(buf) < need {
-		buf = make([]byte, 0, need)
+	if cap(buf) < encode {
+		buf = make([]byte, 0, encode)
 	}
 	buf = buf[:0]
 	for i := start; i < end; i++ {
 		r := &b.rows[i]
-		pl := append(b.pbuf[:0], prompb.Label{Name: "__name__", Value: r.name})
-		for _, l := range b.rowLabels(r) {
-			pl = append(pl, prompb.Label{Name: l.Name, Value: l.Value})
+		if b.encoded(r) {
+			dst = append(dst, vmstorage.MetricRow{MetricNameRaw: b.names[r.nstart:r.nend:r.nend], Timestamp: r.ts, Value: r.v})
+			continue
 		}
-		b.pbuf = pl
 		at := len(buf)
-		buf = vmstorage.MarshalMetricNameRaw(buf, pl)
+		buf = appendMetricNameRaw(buf, r.name, b.rowLabels(r))
 		dst = append(dst, vmstorage.MetricRow{MetricNameRaw: buf[at:len(buf):len(buf)], Timestamp: r.ts, Value: r.v})
 	}
 	return dst, buf, end
 }
+
+// encoded reports whether r's name was encoded as its series was added
+// (and no extra labels came since).
+func (b *Batch) encoded(r *row) bool { return r.nend > r.nstart && len(b.extra) == 0 }
+
+// maxEncodedNames bounds the names a batch encodes as its series are
+// added: a large body whose series do not repeat line after line (a text
+// import of many series over many timestamps) would otherwise hold one
+// encoded name per row for its whole life, ~50 MB more for a 30 MB body;
+// past the bound, MetricRows encodes the rest in bounded chunks.
+const maxEncodedNames = 4 << 20
 
 // encodedSize is an upper bound of r's MarshalMetricNameRaw size.
 func (b *Batch) encodedSize(r *row) int {
@@ -215,12 +265,12 @@ func (b *Batch) MarshalWriteRequest(dst []byte, from, to int) []byte {
 // before the call.
 func (b *Batch) AddSamples(samples []models.Sample, lim *Limits) error {
 	b.asReceived = false
-	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
+	m := b.mark()
 	for i := range samples {
 		s := &samples[i]
 		// In process, a zero Timestamp means "now" (models.Sample).
 		if err := b.add(s.Name, s.Labels, s.Timestamp, s.Timestamp != 0, s.Value, lim); err != nil {
-			b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
+			b.rollback(m)
 			return fmt.Errorf("sample %d (%s): %w", i, models.Abbrev(s.Name), err)
 		}
 	}
@@ -235,17 +285,50 @@ func (b *Batch) add(name string, ls []models.Label, ts int64, hasTS bool, v floa
 	if err := models.CheckMetricName(name); err != nil {
 		return &RejectError{Reason: ReasonName, Err: err}
 	}
-	return b.addNamed(name, ls, ts, hasTS, v, lim)
+	start := len(b.labels)
+	b.labels = append(b.labels, ls...)
+	return b.addRow(name, start, ts, hasTS, v, lim)
 }
 
-// addNamed is add for a name the caller already checked with
-// models.CheckMetricName.
-func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v float64, lim *Limits) error {
+// addRow adds one row of the series name{b.labels[start:]}, whose labels
+// the caller appended and whose name it checked with
+// models.CheckMetricName. On error, or for a NaN, the labels are dropped
+// again.
+func (b *Batch) addRow(name string, start int, ts int64, hasTS bool, v float64, lim *Limits) error {
+	names0 := len(b.names)
+	s, err := b.addSeries(name, start, lim)
+	if err != nil {
+		return err
+	}
+	added, err := b.addSample(name, s, ts, hasTS, v, lim)
+	if !added {
+		b.dropSeries(s, start, names0)
+	}
+	return err
+}
+
+// dropSeries forgets the series s, added at labels[start:] and
+// names[names0:], when no row of it was kept: the next rows reuse the
+// space. A series that was the previous one again (addSeries) took none.
+func (b *Batch) dropSeries(s series, start, names0 int) {
+	if int(s.lstart) == start {
+		b.labels, b.names = b.labels[:start], b.names[:names0]
+		b.lastOK = false
+	}
+}
+
+// addSeries validates the series name{b.labels[start:]} (the caller
+// appended its own labels there and checked the name), applies the
+// default labels (into b.labels) and the extra ones (kept once, in
+// b.extra), and, while the batch has no extra labels, encodes its name for
+// lib/storage once, for all its rows. A series equal to the previous one
+// added (same name, same labels in the same order, as consecutive lines of
+// one series in a text body) is that one: nothing is checked or encoded
+// again. On error b.labels is cut back to start.
+func (b *Batch) addSeries(name string, start int, lim *Limits) (series, error) {
 	if len(lim.ExtraLabels) > 0 {
 		b.extra = lim.ExtraLabels
 	}
-	start := len(b.labels)
-	b.labels = append(b.labels, ls...)
 	for _, d := range lim.DefaultLabels {
 		if models.LabelValue(b.labels[start:], d.Name) == "" && models.LabelValue(b.extra, d.Name) == "" {
 			b.labels = setLabel(b.labels, start, d)
@@ -259,56 +342,98 @@ func (b *Batch) addNamed(name string, ls []models.Label, ts int64, hasTS bool, v
 		}
 		b.scratch = all
 	}
-	if err := b.validateLabels(all); err != nil {
+	n, identical, err := b.checkLabels(name, all)
+	if identical && b.lastOK && name == b.lastName {
 		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonLabels, Err: err}
+		return b.last, nil
 	}
-	if n := labelSetBytes(name, all); n > MaxLabelSetBytes {
+	if err != nil {
+		// checkLabels may have moved b.passed on (values that passed
+		// before the bad one): it is no longer the last series' set, so
+		// the same-series test above must not trust it.
 		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
+		b.lastOK = false
+		return series{}, &RejectError{Reason: ReasonLabels, Err: err}
 	}
+	if n > MaxLabelSetBytes {
+		b.labels = b.labels[:start]
+		b.lastOK = false
+		return series{}, &RejectError{Reason: ReasonLabels, Err: fmt.Errorf("label set is %d bytes with the metric name; the limit is %d (one VictoriaMetrics index entry)", n, MaxLabelSetBytes)}
+	}
+	s := series{lstart: int32(start), lend: int32(len(b.labels))}
+	if len(b.extra) == 0 && len(b.names) < maxEncodedNames {
+		s.nstart = int32(len(b.names))
+		b.names = appendMetricNameRaw(b.names, name, all)
+		s.nend = int32(len(b.names))
+	}
+	b.last, b.lastName, b.lastOK = s, name, true
+	return s, nil
+}
+
+// addSample adds a sample of the series s. It reports whether a row was
+// added: not for a NaN other than the staleness marker (counted, not
+// stored, no error) nor for a timestamp out of bounds (the error).
+func (b *Batch) addSample(name string, s series, ts int64, hasTS bool, v float64, lim *Limits) (bool, error) {
 	if !hasTS {
 		ts = lim.DefaultTimestamp
 	}
 	if err := checkTimestamp(ts, lim); err != nil {
-		b.labels = b.labels[:start]
-		return &RejectError{Reason: ReasonTimestamp, Err: err}
+		return false, &RejectError{Reason: ReasonTimestamp, Err: err}
 	}
 	if math.IsNaN(v) && !decimal.IsStaleNaN(v) {
-		b.labels = b.labels[:start]
 		b.nans++
-		return nil
+		return false, nil
 	}
-	b.rows = append(b.rows, row{name: name, lstart: int32(start), lend: int32(len(b.labels)), ts: ts, v: v})
-	return nil
+	b.rows = append(b.rows, row{name: name, series: s, ts: ts, v: v})
+	return true, nil
 }
 
-// validateLabels is models.ValidateLabels (same result, same error) that
-// skips what the last label set it passed settles: when ls has the same
-// names in the same order, count, names and uniqueness hold already, and
-// only the values that differ are checked. Consecutive series of a body
-// mostly share names and most values (job, instance, …).
-func (b *Batch) validateLabels(ls []models.Label) error {
-	same := len(ls) == len(b.passed)
-	for j := 0; same && j < len(ls); j++ {
-		same = ls[j].Name == b.passed[j].Name
-	}
-	if !same {
-		if err := models.ValidateLabels(ls); err != nil {
-			return err
-		}
-	} else {
+// checkLabels validates ls, the labels of a series of the metric name
+// (checked already), as models.ValidateLabels does (same result, same
+// error), and returns labelSetBytes(name, ls), in one pass over ls in the
+// usual case. That pass compares ls with the last label set that passed
+// (b.passed): when ls has the same names in the same order, count, names
+// and uniqueness hold already and only the values that differ are
+// checked; identical says that no value differed either (the caller's
+// same-series case, which cannot fail). Consecutive series of a body
+// mostly share names and most values (job, instance, …). Otherwise ls is
+// checked in full and becomes the set that passed.
+func (b *Batch) checkLabels(name string, ls []models.Label) (n int, identical bool, err error) {
+	if len(ls) == len(b.passed) {
+		n, identical = len(name)+1, true
+		passed := b.passed[:len(ls)]
 		for j := range ls {
-			if ls[j].Value != b.passed[j].Value {
-				if err := models.ValidateLabelValue(ls[j]); err != nil {
-					return err
+			l, p := &ls[j], &passed[j]
+			if l.Name != p.Name {
+				goto full
+			}
+			if l.Value != p.Value {
+				identical = false
+				// An error here is the one ValidateLabels would give:
+				// the labels before j passed, and j's name did.
+				if err := models.ValidateLabelValue(*l); err != nil {
+					return 0, false, err
 				}
+				// Every value b.passed holds passed, so it may be
+				// updated as the loop goes.
+				p.Value = l.Value
+			}
+			if l.Value != "" {
+				n += len(l.Name) + len(l.Value) + 2
 			}
 		}
+		if 2*n > MaxLabelSetBytes {
+			n = labelSetBytes(name, ls) // escapes may matter
+		}
+		return n, identical, nil
+	}
+full:
+	if err := models.ValidateLabels(ls); err != nil {
+		return 0, false, err
 	}
 	// A copy of the headers: ls may be scratch space the next row reuses.
 	b.passed = append(b.passed[:0], ls...)
-	return nil
+	return labelSetBytes(name, ls), false, nil
 }
 
 func setLabel(ls []models.Label, start int, l models.Label) []models.Label {

@@ -14,7 +14,7 @@ import (
 
 // hugeTextBody is one body of cmd/ballast's TestIssue10Defects "16
 // concurrent 30 MB bodies bounded": lines huge_body{req="K",s="J%1000"} J
-// TS until the body reaches 30 MiB (~850,000 lines; consecutive lines are
+// TS until the body reaches 30 MiB (~660,000 lines; consecutive lines are
 // different series, a series repeats every 1,000 lines).
 func hugeTextBody(req int) (string, int) {
 	const series = 1000

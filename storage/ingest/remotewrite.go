@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/golang/snappy"
@@ -62,7 +63,11 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 	b.AddTimeSeries(wr.Timeseries, lim, rej.add)
 	b.asReceived = rows0 == 0 && rej.Count == 0 && b.nans == nans0 && len(b.extra) == 0 &&
 		len(lim.ExtraLabels) == 0 && len(lim.DefaultLabels) == 0 &&
-		len(b.rows) == samplesIn(wr.Timeseries) && onlySeries(pb)
+		len(b.rows) == samplesIn(wr.Timeseries)
+	// What else pb holds (onlySeries) is looked at when AsReceived is
+	// asked, by a writer that can forward the body; the embedded store
+	// never asks. b's strings alias pb anyway.
+	b.rwBody = pb
 	b.wru.Reset() // drop the references into pb
 	return rej.orNil()
 }
@@ -73,7 +78,13 @@ func ParseRemoteWrite(pb []byte, lim *Limits, b *Batch) error {
 // was added or changed, no NaN was left out, and it carries no metadata,
 // exemplars or native histograms. Such a body can be forwarded as
 // received instead of being encoded again from b.
-func (b *Batch) AsReceived() bool { return b.asReceived }
+func (b *Batch) AsReceived() bool {
+	if b.asReceived && b.rwBody != nil {
+		b.asReceived = onlySeries(b.rwBody)
+	}
+	b.rwBody = nil
+	return b.asReceived
+}
 
 func samplesIn(tss []prompb.TimeSeries) int {
 	n := 0
@@ -134,22 +145,26 @@ func lengthDelimited(b []byte) (data, rest []byte, ok bool) {
 // AddTimeSeries validates remote-write series and appends their valid
 // samples to b. Each invalid sample, or series when its name or labels are
 // bad, is reported to onReject with its series index, labels and the
-// number of samples lost.
+// number of samples lost. A series' labels are checked, copied and
+// encoded once, for all its samples.
 func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject func(err error, samples int)) {
-	var ls []models.Label
 	checked, haveChecked := "", false // the last metric name that passed CheckMetricName
 	for i := range tss {
 		ts := &tss[i]
 		name := ""
-		ls = ls[:0]
-		nameCount := 0
-		for _, l := range ts.Labels {
-			if l.Name == "__name__" {
-				name = l.Value
+		start, names0 := len(b.labels), len(b.names)
+		nameCount, at := 0, 0
+		for j := range ts.Labels {
+			if ts.Labels[j].Name == "__name__" {
+				name, at = ts.Labels[j].Value, j
 				nameCount++
-				continue
 			}
-			ls = append(ls, models.Label{Name: l.Name, Value: l.Value})
+		}
+		if nameCount == 1 {
+			// The other labels, copied as two blocks (one bulk write
+			// barrier each while the GC runs, not one per string).
+			ls := labelsOf(ts.Labels)
+			b.labels = append(append(b.labels, ls[:at]...), ls[at+1:]...)
 		}
 		var err error
 		switch {
@@ -166,25 +181,40 @@ func (b *Batch) AddTimeSeries(tss []prompb.TimeSeries, lim *Limits, onReject fun
 				checked, haveChecked = name, true
 			}
 		}
-		if err != nil {
-			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
-			continue
-		}
-		for j, s := range ts.Samples {
-			// Remote write always carries a timestamp: 0 means 1970.
-			err := b.addNamed(name, ls, s.Timestamp, true, s.Value, lim)
-			if err == nil {
+		if err == nil && len(ts.Samples) > 0 {
+			// A bad label set is the series' fault, not a sample's: said
+			// once, for all its samples.
+			var s series
+			if s, err = b.addSeries(name, start, lim); err == nil {
+				added := false
+				for j, smp := range ts.Samples {
+					// Remote write always carries a timestamp: 0 means 1970.
+					ok, serr := b.addSample(name, s, smp.Timestamp, true, smp.Value, lim)
+					added = added || ok
+					if serr != nil {
+						onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, seriesString(ts.Labels), j, serr), 1)
+					}
+				}
+				if !added {
+					b.dropSeries(s, start, names0)
+				}
 				continue
 			}
-			if r := Reason(err); r == ReasonName || r == ReasonLabels {
-				// The series is bad, not the sample: say so once.
-				onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples)-j)
-				break
-			}
-			onReject(fmt.Errorf("timeseries %d (%s): sample %d: %w", i, seriesString(ts.Labels), j, err), 1)
+		}
+		b.labels = b.labels[:start]
+		if err != nil {
+			onReject(fmt.Errorf("timeseries %d (%s): %w", i, seriesString(ts.Labels), err), len(ts.Samples))
 		}
 	}
 }
+
+// labelsOf views remote-write labels as models.Labels, the same struct
+// (the conversion below stops compiling if that changes), without a copy.
+func labelsOf(ls []prompb.Label) []models.Label {
+	return unsafe.Slice((*models.Label)(unsafe.Pointer(unsafe.SliceData(ls))), len(ls))
+}
+
+var _ = models.Label(prompb.Label{})
 
 // seriesString renders labels for an error message, at most about 300
 // bytes: an error never echoes a whole (possibly megabytes long) label set.

@@ -22,7 +22,7 @@ var rowsPool = sync.Pool{New: func() any { return new(prometheus.Rows) }}
 // 1-based line number and the reason.
 func ParseText(body string, lim *Limits, b *Batch) error {
 	b.asReceived = false
-	rows0, labels0, nans0 := len(b.rows), len(b.labels), b.nans
+	m := b.mark()
 	// Fast path: the body in pieces of whole lines. Errors are rare, so on
 	// the first one the slow path re-parses line by line to say which line
 	// it was.
@@ -31,7 +31,7 @@ func ParseText(body string, lim *Limits, b *Batch) error {
 	if b.addTextChunks(body, rs, lim) {
 		return nil
 	}
-	b.rows, b.labels, b.nans = b.rows[:rows0], b.labels[:labels0], nans0
+	b.rollback(m)
 	var rej Rejected
 	parseTextByLine(body, lim, b, rs, &rej)
 	if rej.Count == 0 {
@@ -88,16 +88,35 @@ func (b *Batch) addTextRows(body string, rows []prometheus.Row, lim *Limits) err
 }
 
 func (b *Batch) addTextRow(body string, r *prometheus.Row, lim *Limits) error {
-	start := len(b.labels)
-	for _, t := range r.Tags {
-		b.labels = append(b.labels, models.Label{Name: t.Key, Value: t.Value})
+	if r.Metric != b.checked {
+		// Lines of one metric usually come together: its name is
+		// checked once per run, not once per line.
+		if err := models.CheckMetricName(r.Metric); err != nil {
+			return &RejectError{Reason: ReasonName, Err: err}
+		}
+		b.checked = r.Metric
 	}
-	ls := b.labels[start:]
-	b.labels = b.labels[:start]
+	// The parsed tags go straight into the batch's labels, which are
+	// checked and encoded where they lie: copied as a block (one bulk
+	// write barrier while the GC runs, not one per string).
+	start := len(b.labels)
+	b.labels = append(b.labels, tagsAsLabels(r.Tags)...)
 	// The parser reads both "m 1" and "m 1 0" as timestamp 0; only the
 	// first means "no timestamp".
 	hasTS := r.Timestamp != 0 || explicitTimestamp(body, r)
-	return b.add(r.Metric, ls, r.Timestamp, hasTS, r.Value, lim)
+	return b.addRow(r.Metric, start, r.Timestamp, hasTS, r.Value, lim)
+}
+
+// prometheus.Tag and models.Label are both struct{ string; string }:
+// these conversions stop compiling if either changes.
+var (
+	_ = struct{ Key, Value string }(prometheus.Tag{})
+	_ = struct{ Name, Value string }(models.Label{})
+)
+
+// tagsAsLabels views parsed tags as labels, without a copy.
+func tagsAsLabels(ts []prometheus.Tag) []models.Label {
+	return unsafe.Slice((*models.Label)(unsafe.Pointer(unsafe.SliceData(ts))), len(ts))
 }
 
 // explicitTimestamp reports whether the line of body that r was parsed
