@@ -97,10 +97,12 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 // its agent's node once the device table names it), whether the DS's
 // agent answers and bytes not delivered (down: downRule) and the hotspot
 // stage's findings, and the groups the checkpoint stage sees writing a
-// burst. Each GPU node's own NIC is a client subject at the root of its
-// path, judged by its receive utilisation (a node behind a link too slow
-// for its GPUs, or one filled by other traffic). A GPU's job is its
-// node's client group, the subject the checkpoint stage uses.
+// burst. Each GPU node's own side is a client subject at the root of its
+// path, judged by its NIC's receive utilisation (a node behind a link too
+// slow for its GPUs, or one filled by other traffic) and by its read
+// latency against the other clients' on the same devices (clientside.go).
+// A GPU's job is its node's client group, the subject the checkpoint
+// stage uses.
 type starvationStage struct {
 	a       *Analysis
 	an      *starvation.Analyzer
@@ -109,7 +111,10 @@ type starvationStage struct {
 	minutes map[time.Time]map[string]float64
 	parents map[models.Subject]models.Subject // device → DS
 	latency map[models.Subject]float64        // smoothed read latency
-	last    time.Time
+	// clientLat is each client's smoothed read latency against the other
+	// clients' on the same devices (clientside.go).
+	clientLat map[string]clientLatency
+	last      time.Time
 	// episodes are every episode on its own, by id, for scoring.
 	episodes map[string]starvation.Episode
 }
@@ -119,7 +124,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
+	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
 		episodes: map[string]starvation.Episode{}}, nil
 }
 
@@ -221,8 +226,24 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		}
 		return math.NaN()
 	}
+	// Clients slow on their own side (clientside.go): their reads are left
+	// out of the devices' and DSs' latency, which they would make look slow.
+	reads := clientReads(s.a.stripes.tick)
+	for c, l := range clientLatencies(reads) {
+		if prev, ok := s.clientLat[c]; ok {
+			l = clientLatency{own: prev.own + w*(l.own-prev.own), expected: prev.expected + w*(l.expected-prev.expected)}
+		}
+		s.clientLat[c] = l
+	}
+	var excluded []string
+	for c, l := range s.clientLat {
+		if l.slowSide() {
+			excluded = append(excluded, c)
+		}
+	}
+	sort.Strings(excluded)
 	for _, l := range s.a.hot.loads {
-		lat := l.latency()
+		lat := latencyWithout(l, reads, excluded)
 		if prev, ok := s.latency[l.subject]; ok && !math.IsNaN(lat) {
 			lat = prev + w*(lat-prev)
 		}
@@ -259,14 +280,17 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			in.Health = append(in.Health, starvation.Health{Subject: p.Subject, Parent: s.parents[p.Subject], Util: math.NaN(), Latency: math.NaN()})
 		}
 	}
-	// Each GPU node's own link is a root of its path with share 1: every
-	// byte it reads arrives through it. Its health is its agent's receive
-	// utilisation; a node whose agent serves no link speed gets no client
-	// subject (nothing to judge it by).
+	// Each GPU node's own side (its NIC, its link) is a root of its path
+	// with share 1: every byte it reads arrives through it. Its health is
+	// its agent's receive utilisation and its read latency against what
+	// the other clients see from the same devices (expected); a node with
+	// neither gets no client subject (nothing to judge it by).
 	var clients []string
 	seenNode := map[string]bool{}
 	for _, g := range in.GPUs {
-		if _, ok := nics.receive[g.Node]; ok && !seenNode[g.Node] {
+		_, nic := nics.receive[g.Node]
+		_, lat := s.clientLat[g.Node]
+		if (nic || lat) && !seenNode[g.Node] {
 			seenNode[g.Node] = true
 			clients = append(clients, g.Node)
 		}
@@ -278,8 +302,15 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			continue
 		}
 		listed[sub] = true
+		h := starvation.Health{Subject: sub, Util: math.NaN(), Latency: math.NaN()}
+		if u, ok := nics.receive[node]; ok {
+			h.Util = u
+		}
+		if l, ok := s.clientLat[node]; ok {
+			h.Latency, h.ExpectedLatency = l.own, l.expected
+		}
 		in.Paths = append(in.Paths, starvation.Path{Node: node, Subject: sub, Share: 1})
-		in.Health = append(in.Health, starvation.Health{Subject: sub, Util: nics.receive[node], Latency: math.NaN()})
+		in.Health = append(in.Health, h)
 	}
 	for g := range s.a.ckpt.active {
 		in.Checkpointing = append(in.Checkpointing, g)
