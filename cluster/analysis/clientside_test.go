@@ -98,16 +98,7 @@ func TestStarvationBlamesAClientSlowOnItsOwnSide(t *testing.T) {
 		lat  time.Duration
 	}{{1, time.Millisecond}, {1, time.Millisecond}, {1, time.Millisecond}, {0.5, 5 * time.Millisecond}, {0.5, 5 * time.Millisecond}, {0.5, 5 * time.Millisecond}}
 	for s, st := range steps {
-		now := t0.Add(time.Duration(s) * 10 * time.Second)
-		a.q = gpus(st.util)
-		a.stripes.tick = slices.Clone(tickAt(st.lat))
-		if _, err := a.ident.Run(context.Background(), now); err != nil {
-			t.Fatal(err)
-		}
-		a.hot.loads = a.hot.tracker.loads(a.stripes.tick, a.ident.Pools())
-		if _, err := a.st.Run(context.Background(), now); err != nil {
-			t.Fatalf("tick %d: %v", s, err)
-		}
+		starvationTick(t, a, s, gpus(st.util), tickAt(st.lat))
 	}
 	lost := a.st.an.LostByCause()
 	if lost["client:gpu00"] < 40 {
@@ -120,5 +111,21 @@ func TestStarvationBlamesAClientSlowOnItsOwnSide(t *testing.T) {
 	}
 	if lost[starvation.NotStorage] < 55 {
 		t.Errorf("not-storage %v GPU-s; want about gpu01's 60 and what gpu00 lost before its side was judged slow", lost[starvation.NotStorage])
+	}
+}
+
+// starvationTick runs the identity, load and starvation stages for the
+// s-th 10 s tick on q's answers and the tick's stripe deltas.
+func starvationTick(t *testing.T, a *Analysis, s int, q Querier, tick []models.StripeDelta) {
+	t.Helper()
+	now := t0.Add(time.Duration(s) * 10 * time.Second)
+	a.q = q
+	a.stripes.tick = slices.Clone(tick)
+	if _, err := a.ident.Run(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	a.hot.loads = a.hot.tracker.loads(a.stripes.tick, a.ident.Pools())
+	if _, err := a.st.Run(context.Background(), now); err != nil {
+		t.Fatalf("tick %d: %v", s, err)
 	}
 }

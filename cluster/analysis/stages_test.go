@@ -565,16 +565,7 @@ func TestStarvationBlamesASaturatedClientNIC(t *testing.T) {
 		return q
 	}
 	for s, step := range []struct{ util, rx0, tx2 float64 }{{1, 0.3, 0.3}, {1, 0.3, 0.3}, {0.5, 0.98, 0.99}, {0.5, 0.98, 0.99}} {
-		now := t0.Add(time.Duration(s) * 10 * time.Second)
-		a.q = query(step.util, step.rx0, step.tx2)
-		a.stripes.tick = slices.Clone(tick)
-		if _, err := a.ident.Run(context.Background(), now); err != nil {
-			t.Fatal(err)
-		}
-		a.hot.loads = a.hot.tracker.loads(a.stripes.tick, a.ident.Pools())
-		if _, err := a.st.Run(context.Background(), now); err != nil {
-			t.Fatalf("tick %d: %v", s, err)
-		}
+		starvationTick(t, a, s, query(step.util, step.rx0, step.tx2), tick)
 	}
 	lost := a.st.an.LostByCause()
 	// Two ticks of 4 GPUs losing half of 10 s: 40 GPU-seconds per node.
