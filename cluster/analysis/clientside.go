@@ -121,13 +121,13 @@ func (l clientLatency) slowSide() bool {
 // tick's reads of the clients not slow on their own side; NaN when none
 // of them read it. l.latency() when no client is excluded.
 func latencyWithout(l *subjectLoad, reads map[clientSubject]readSums, excluded []string) float64 {
+	if len(excluded) == 0 {
+		return l.latency()
+	}
 	secs, ops := l.completion, l.opsDone
 	for _, c := range excluded {
 		r := reads[clientSubject{c, l.subject}]
 		secs, ops = secs-r.secs, ops-r.ops
-	}
-	if len(excluded) == 0 {
-		return l.latency()
 	}
 	if ops <= 0.5 {
 		return math.NaN()
