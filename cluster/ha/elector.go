@@ -218,6 +218,11 @@ func (e *Elector) loop(ctx context.Context) {
 func (e *Elector) term(ctx context.Context) error {
 	ttl := int64(e.opts.TTL / time.Second)
 	gctx, cancel := context.WithTimeout(ctx, e.opts.TTL)
+	// etcd starts the lease's clock when it grants it, before its answer
+	// reaches us: the term's validity counts from the request, as each
+	// keepalive's does below, so a slow answer (an etcd stuck in fsync, a
+	// starved process) cannot make us trust the lease past its expiry.
+	asked := time.Now()
 	lease, err := e.client.Grant(gctx, ttl)
 	cancel()
 	if err != nil {
@@ -241,7 +246,7 @@ func (e *Elector) term(ctx context.Context) error {
 	// how long etcd will keep the lease from when we asked.
 	margin := e.opts.TTL / 4
 	var mu sync.Mutex
-	validUntil := time.Now().Add(time.Duration(lease.TTL)*time.Second - margin)
+	validUntil := asked.Add(time.Duration(lease.TTL)*time.Second - margin)
 	lost := make(chan error, 1)
 	go func() {
 		t := time.NewTicker(e.opts.TTL / 4)
