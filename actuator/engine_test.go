@@ -100,6 +100,20 @@ func TestEngineAutoRebalances(t *testing.T) {
 	}
 }
 
+// TestEngineIgnoresNetworkPathHotspots: a hotspot finding about a
+// network path (a DS's port full of another tenant's traffic) plans no
+// rebalance, even where the stripes' heat alone would justify one.
+func TestEngineIgnoresNetworkPathHotspots(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+	hot := hotspot("d0", t0)
+	hot.Evidence = []models.Evidence{{Name: evidenceNetworkPath, Value: 1}}
+	r.runFor(5, heat, hot)
+	if ps := r.plans(); len(ps) != 0 {
+		t.Fatalf("got %d plans; want none for a network path: %+v", len(ps), ps)
+	}
+}
+
 func TestEngineDryRunChangesNothing(t *testing.T) {
 	m, heat := hotCluster()
 	r := newRig(t, m, rebalanceConfig(models.ModeDryRun), "")

@@ -18,12 +18,16 @@ import (
 // Finding kinds the planners read (the analyzers' constants; actuator
 // does not import the analyzers).
 const (
-	findingHotspot   = "hotspot"
-	findingRisk      = "drive_failure_risk"
-	findingWearout   = "drive_wearout"
-	findingForecast  = "checkpoint_forecast"
-	maxPlanSources   = 64
-	maxLocatesPerRun = 20000
+	findingHotspot  = "hotspot"
+	findingRisk     = "drive_failure_risk"
+	findingWearout  = "drive_wearout"
+	findingForecast = "checkpoint_forecast"
+	// evidenceNetworkPath marks a hotspot finding about a host's network
+	// path (analyzer/hotspot EvidenceNetworkPath), which no stripe move
+	// relieves.
+	evidenceNetworkPath = "network_path"
+	maxPlanSources      = 64
+	maxLocatesPerRun    = 20000
 )
 
 // activeFindings returns the active findings sorted by id.
@@ -238,7 +242,10 @@ func (e *Engine) subjectDevices(s models.Subject, devs []Device) []string {
 
 // hotTriggers maps the active hotspot findings to the device ids they
 // name: a device itself, a stripe's device, or every device of a DS
-// address. It returns the earliest start per pool.
+// address. It returns the earliest start per pool. A network path's
+// finding (a DS's port or NIC full of traffic) is no trigger: the load is
+// even, its drives are not busy, and moving stripes off them only moves
+// bytes while the path stays full.
 func (e *Engine) hotTriggers(devs []Device, fs []models.Finding) (map[string][]string, map[string]models.Finding) {
 	pool := map[string]string{}
 	for _, d := range devs {
@@ -248,6 +255,9 @@ func (e *Engine) hotTriggers(devs []Device, fs []models.Finding) (map[string][]s
 	first := map[string]models.Finding{}
 	for _, f := range fs {
 		if f.Kind != findingHotspot {
+			continue
+		}
+		if v, ok := f.EvidenceValue(evidenceNetworkPath); ok && v > 0 {
 			continue
 		}
 		ids := e.subjectDevices(f.Subject, devs)

@@ -93,6 +93,8 @@ type Input struct {
 	Loads []Load
 	// Stripes are the LAYOUTSTATS deltas that arrived since the last tick.
 	Stripes []models.StripeDelta
+	// Paths are the network paths of DSs and client nodes (netpath.go).
+	Paths []PathLoad
 }
 
 // Options tune the detector. Every zero value means the default in brackets.
@@ -137,6 +139,22 @@ type Options struct {
 	// some devices of its pool and one on the rest writes the former at
 	// 2× the median, and that is the layout, not a hotspot.
 	WriteEnterRatio, WriteExitRatio float64
+
+	// Network paths (netpath.go). PathSlowFactor and PathMinLatency are
+	// the starvation analyzer's SlowFactor and MinSlowLatency: a path is
+	// slow by the rule a GPU's path is judged slow [2, 0.5 ms];
+	// PathExitFactor keeps a finding open [1.5]. PathDriveFactor: a DS
+	// whose drives are at least this many times as busy as its peers'
+	// (and above the utilisation floor) is slow for its drives, not its
+	// path [1.5]: with the peers' load, a drive's busy time grows with
+	// its service time, so drives that make a DS 2× slower are about 2×
+	// as busy; 1.5 is halfway. SaturatedNIC is the NIC utilisation at
+	// which the finding names the NIC rather than "port or NIC" [0.9,
+	// the starvation analyzer's SaturatedUtil].
+	PathSlowFactor, PathExitFactor float64
+	PathMinLatency                 float64
+	PathDriveFactor                float64
+	SaturatedNIC                   float64
 }
 
 func (o Options) withDefaults() Options {
@@ -157,6 +175,11 @@ func (o Options) withDefaults() Options {
 	def(&o.StripeDeviceUtil, 0.5)
 	def(&o.WriteEnterRatio, 3)
 	def(&o.WriteExitRatio, 2)
+	def(&o.PathSlowFactor, 2)
+	def(&o.PathExitFactor, 1.5)
+	def(&o.PathMinLatency, 0.0005)
+	def(&o.PathDriveFactor, 1.5)
+	def(&o.SaturatedNIC, 0.9)
 	for i, d := range [numMetrics]float64{50, 10e6, 0.3, 0.002, 50, 10e6, 50, 10e6} {
 		def(&o.Floors[i], d)
 	}
@@ -191,6 +214,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("invalid hotspot options: ExitRatio %v is above EnterRatio %v", o.ExitRatio, o.EnterRatio)
 	case o.WriteExitRatio > o.WriteEnterRatio:
 		return fmt.Errorf("invalid hotspot options: WriteExitRatio %v is above WriteEnterRatio %v", o.WriteExitRatio, o.WriteEnterRatio)
+	case o.PathExitFactor > o.PathSlowFactor || o.PathExitFactor < 1:
+		return fmt.Errorf("invalid hotspot options: PathExitFactor %v must be in [1, PathSlowFactor %v]", o.PathExitFactor, o.PathSlowFactor)
 	case o.StripeExitRatio > o.StripeEnterRatio:
 		return fmt.Errorf("invalid hotspot options: StripeExitRatio %v is above StripeEnterRatio %v", o.StripeExitRatio, o.StripeEnterRatio)
 	case o.EnterRatio < 1:
@@ -226,6 +251,7 @@ type last struct {
 	score    float64
 	ratio    float64
 	evidence []models.Evidence
+	path     *pathInfo // a network path's finding (netpath.go)
 }
 
 // Detector carries the hotspot state between ticks. Create it with New and
@@ -317,6 +343,7 @@ func (d *Detector) Observe(now time.Time, in Input) error {
 	}
 	d.observeStripes(now, in.Stripes)
 	d.observeLoads(now, in.Loads)
+	d.observePaths(now, in.Paths)
 	d.observeStripeCandidates(now)
 	for _, e := range d.tracker.Finish(now) {
 		if inf := d.info[e.Key]; inf != nil {
@@ -644,6 +671,9 @@ func (d *Detector) contributors(s models.Subject) []models.Evidence {
 }
 
 func (d *Detector) finding(e *episode.Episode, inf *last) models.Finding {
+	if inf.path != nil {
+		return d.pathFinding(e, inf)
+	}
 	sev := models.SeverityInfo
 	if inf.ratio >= d.opts.WarningRatio {
 		sev = models.SeverityWarning

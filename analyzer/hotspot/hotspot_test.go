@@ -3,6 +3,7 @@ package hotspot
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -241,5 +242,96 @@ func TestNotHotspots(t *testing.T) {
 	}}
 	for _, f := range sc.run(t, d) {
 		t.Errorf("unexpected finding %s: %s", f.ID, f.Summary)
+	}
+}
+
+// TestNetworkPaths: six DSs of a pool whose devices answer in 0.2 ms.
+// ds03's devices all answer in 2 ms while its drives are barely busy (its
+// port full of another tenant's traffic); ds04 has one 5 ms drive (a
+// drive, not a path); ds05's devices are all slow but its drives twice as
+// busy as their peers' (the drives, not the path). Client gpu03 sees 3 ms
+// where the other clients see 0.5 ms on the same devices; gpu01 sees 0.6
+// ms (within SlowFactor). Only ds03 and gpu03 are reported, after
+// EnterAfter, as network paths (their own id, beside any load finding on
+// the same subject), naming the NIC when it is saturated; they close
+// ExitAfter after the latency recovers.
+func TestNetworkPaths(t *testing.T) {
+	d, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := func(slow bool) []PathLoad {
+		var out []PathLoad
+		for i := range 6 {
+			p := NewPathLoad(models.Subject{Kind: models.SubjectDS, ID: fmt.Sprintf("ds%02d", i)}, "fast")
+			p.DriveUtil, p.NICUtil = 0.2, 0.3
+			for k := range 4 {
+				lat := 0.0002
+				switch {
+				case slow && i == 3:
+					lat = 0.002
+					p.DriveUtil = 0.05
+				case i == 4 && k == 0:
+					lat = 0.005
+				case i == 5:
+					lat, p.DriveUtil = 0.001, 0.45
+				}
+				p.DeviceLatencies = append(p.DeviceLatencies, lat)
+			}
+			out = append(out, p)
+		}
+		for c, own := range []float64{0.0005, 0.0006, 0.0005, 0.003} {
+			p := NewPathLoad(models.Subject{Kind: models.SubjectClient, ID: fmt.Sprintf("gpu%02d", c)}, "")
+			if !slow && c == 3 {
+				own = 0.0005
+			}
+			p.Latency, p.Expected, p.NICUtil = own, 0.0005, 0.2
+			if c == 3 {
+				p.NICUtil = 0.95
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	active := func(now time.Time) (subjects, summaries []string) {
+		for _, f := range d.Findings(now) {
+			if f.Active() {
+				subjects = append(subjects, f.Subject.String())
+				summaries = append(summaries, f.ID+" "+f.Summary)
+			}
+		}
+		return
+	}
+	var subjects, summaries, first []string
+	for tick := range 10 {
+		now := t0.Add(time.Duration(tick) * 10 * time.Second)
+		if err := d.Observe(now, Input{Paths: paths(tick < 4)}); err != nil {
+			t.Fatal(err)
+		}
+		subjects, summaries = active(now)
+		switch tick {
+		case 0:
+			if len(subjects) != 0 {
+				t.Errorf("tick 0: active %v; want none before EnterAfter", subjects)
+			}
+		case 1, 5:
+			if want := []string{"client:gpu03", "ds:ds03"}; !slices.Equal(subjects, want) {
+				t.Fatalf("tick %d: active %v; want %v (%q)", tick, subjects, want, summaries)
+			}
+			if tick == 1 {
+				first = slices.Clone(summaries)
+			}
+		}
+	}
+	if len(subjects) != 0 {
+		t.Errorf("60 s after the last slow tick: active %v; want none (ExitAfter)", subjects)
+	}
+	for i, want := range []string{
+		"hotspot:client:gpu03:network:1767225600000 network path to gpu03 (NIC) saturated: it sees 3.00 ms on the devices it reads where other clients see 0.50 ms, its NIC at 95% of its link",
+		"hotspot:ds:ds03:network:1767225600000 network path to ds03 (port or NIC) saturated: clients see 2.00 ms on its devices against 0.20 ms on its peers', its drives 5% busy (its peers' 20%), its NIC at 30% of its link",
+	} {
+		if first[i] != want {
+			t.Errorf("finding %q; want %q", first[i], want)
+		}
 	}
 }

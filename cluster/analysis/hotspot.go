@@ -137,8 +137,10 @@ func readQuorum(loads []*subjectLoad) map[peerGroup]bool {
 // hotspotStage feeds analyzer/hotspot with device and DS loads summed from
 // the tick's stripe deltas, and the deltas themselves. Device and DS loads
 // use the names the deltas carry (the identity stage renamed them: the
-// drive, the DS), so device and DS findings name their hot stripes. Switch ports are
-// not judged: no agent scrapes the switch.
+// drive, the DS), so device and DS findings name their hot stripes. Switch
+// ports are not judged as such (no agent scrapes the switch), but the
+// network path of each DS and client node is (netPaths): a saturated port
+// is found through the host behind it, from the latency its clients see.
 //
 // A device's utilisation is its drive's busy time (driveUtil), joined to
 // the device by the drive name the identity stage gave it; it is unknown
@@ -247,6 +249,7 @@ func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding
 		}
 		in.Loads = append(in.Loads, ld)
 	}
+	in.Paths = h.netPaths(util, reads)
 	if err := h.det.Observe(now, in); err != nil {
 		return nil, err
 	}

@@ -43,8 +43,9 @@ func (s *starvationStage) nicReceiveQuery() string {
 
 // nicUtils is each node's NIC utilisation, the max over its interfaces
 // with a link speed: busier is max(receive, transmit rate) / speed (a
-// DS's link), receive the receive rate / speed (a client's reads).
-type nicUtils struct{ busier, receive map[string]float64 }
+// DS's link), receive the receive rate / speed (a client's reads); speed
+// is its fastest interface's link speed, bytes/s.
+type nicUtils struct{ busier, receive, speed map[string]float64 }
 
 // nicUtil returns each node's NIC utilisation (nicUtils). A node with no
 // speed series is absent (its utilisation stays unknown).
@@ -55,10 +56,13 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 	}
 	type nic struct{ node, dev string }
 	speed := map[nic]float64{}
+	var out nicUtils
+	out.speed = map[string]float64{}
 	for i := range speeds {
 		sr := &speeds[i]
 		if v, ok := lastValue(sr); ok && v > 0 && sr.Label("node") != "" {
 			speed[nic{sr.Label("node"), sr.Label("device")}] = v
+			out.speed[sr.Label("node")] = max(out.speed[sr.Label("node")], v)
 		}
 	}
 	util := func(expr string) (map[string]float64, error) {
@@ -79,7 +83,6 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 		}
 		return out, nil
 	}
-	var out nicUtils
 	if out.busier, err = util(s.nicRateQuery()); err != nil {
 		return nicUtils{}, err
 	}
@@ -114,7 +117,11 @@ type starvationStage struct {
 	// clientLat is each client's smoothed read latency against the other
 	// clients' on the same devices (clientside.go).
 	clientLat map[string]clientLatency
-	last      time.Time
+	// nics is the last tick's NIC utilisation, which the hotspot stage's
+	// network-path judgement reads too (it runs first, so it sees the
+	// previous tick's).
+	nics nicUtils
+	last time.Time
 	// episodes are every episode on its own, by id, for scoring.
 	episodes map[string]starvation.Episode
 }
@@ -220,6 +227,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	if err != nil {
 		return nil, err
 	}
+	s.nics = nics
 	util := func(sub models.Subject) float64 {
 		if u, ok := nics.busier[sub.ID]; ok && sub.Kind == models.SubjectDS {
 			return u

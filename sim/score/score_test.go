@@ -101,6 +101,27 @@ func TestHotspotMatchingAndDelay(t *testing.T) {
 	}
 }
 
+// TestHotspotOnAClientMatchesItsPort: a saturated GPU-side switch port is
+// found by a hotspot finding on the client node behind it (the mds names
+// no switch port; it sees the node's reads slow down); a finding on
+// another node is false.
+func TestHotspotOnAClientMatchesItsPort(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{truth("port_saturation", subj("port", "sw/gpu03"), 10, 40, nil)},
+		Findings: []models.Finding{
+			finding("hotspot", subj("client", "gpu03"), 10.5, 40),
+			finding("hotspot", subj("client", "gpu04"), 10.5, 40),
+		},
+		Start: at(0),
+		End:   at(60),
+		Names: names(),
+	}
+	hs := Score(in).Kinds["hotspot"]
+	if hs.Detected != 1 || hs.TruePositives != 1 || hs.Findings != 2 {
+		t.Errorf("detected %d, true positives %d of %d findings; want 1, 1 of 2 (missed %v)", hs.Detected, hs.TruePositives, hs.Findings, hs.Missed)
+	}
+}
+
 func TestDriveAndNodeLossContainment(t *testing.T) {
 	in := Input{
 		Truth: []twin.TruthRecord{
