@@ -671,26 +671,34 @@ func (d *Detector) contributors(s models.Subject) []models.Evidence {
 }
 
 func (d *Detector) finding(e *episode.Episode, inf *last) models.Finding {
-	if inf.path != nil {
-		return d.pathFinding(e, inf)
-	}
 	sev := models.SeverityInfo
 	if inf.ratio >= d.opts.WarningRatio {
 		sev = models.SeverityWarning
 	}
-	ev := append([]models.Evidence{
-		{Name: "hot_metric_" + metricNames[inf.metric], Value: inf.value, Unit: metricUnits[inf.metric]},
-		{Name: "peer_median", Value: inf.median, Unit: metricUnits[inf.metric]},
-		{Name: "peer_mad", Value: inf.mad, Unit: metricUnits[inf.metric]},
-		{Name: "ratio_to_median", Value: round(math.Min(inf.ratio, 1e9)), Note: "capped at 1e9 when the median is 0"},
-		{Name: "robust_z", Value: round(inf.score)},
-	}, inf.evidence...)
-	ratio := "∞"
-	if !math.IsInf(inf.ratio, 1) {
-		ratio = fmt.Sprintf("%.1f×", inf.ratio)
+	id := fmt.Sprintf("%s:%s:%d", Kind, inf.subject, e.Onset.UnixMilli())
+	var summary string
+	var ev []models.Evidence
+	if inf.path != nil {
+		// A network path's episode has an id of its own, apart from a
+		// load hotspot on the same subject.
+		id = fmt.Sprintf("%s:%s:network:%d", Kind, inf.subject, e.Onset.UnixMilli())
+		summary, ev = d.pathSummary(inf)
+	} else {
+		ev = append([]models.Evidence{
+			{Name: "hot_metric_" + metricNames[inf.metric], Value: inf.value, Unit: metricUnits[inf.metric]},
+			{Name: "peer_median", Value: inf.median, Unit: metricUnits[inf.metric]},
+			{Name: "peer_mad", Value: inf.mad, Unit: metricUnits[inf.metric]},
+			{Name: "ratio_to_median", Value: round(math.Min(inf.ratio, 1e9)), Note: "capped at 1e9 when the median is 0"},
+			{Name: "robust_z", Value: round(inf.score)},
+		}, inf.evidence...)
+		ratio := "∞"
+		if !math.IsInf(inf.ratio, 1) {
+			ratio = fmt.Sprintf("%.1f×", inf.ratio)
+		}
+		summary = fmt.Sprintf("%s %s is hot: %s %.4g is %s its peers' median %.4g", inf.subject.Kind, inf.subject.ID, metricNames[inf.metric], inf.value, ratio, inf.median)
 	}
-	f := models.Finding{
-		ID:       fmt.Sprintf("%s:%s:%d", Kind, inf.subject, e.Onset.UnixMilli()),
+	return models.Finding{
+		ID:       id,
 		Kind:     Kind,
 		Subject:  inf.subject,
 		Severity: sev,
@@ -698,10 +706,9 @@ func (d *Detector) finding(e *episode.Episode, inf *last) models.Finding {
 		Start:    e.Onset,
 		LastSeen: e.LastTrue,
 		End:      e.End,
-		Summary:  fmt.Sprintf("%s %s is hot: %s %.4g is %s its peers' median %.4g", inf.subject.Kind, inf.subject.ID, metricNames[inf.metric], inf.value, ratio, inf.median),
+		Summary:  summary,
 		Evidence: ev,
 	}
-	return f
 }
 
 // round keeps evidence readable and golden files stable across platforms.

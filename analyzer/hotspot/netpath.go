@@ -3,10 +3,8 @@ package hotspot
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
-	"github.com/ballast-io/ballast/analyzer/internal/episode"
 	"github.com/ballast-io/ballast/analyzer/internal/robust"
 	"github.com/ballast-io/ballast/models"
 )
@@ -105,12 +103,7 @@ func (d *Detector) observePaths(now time.Time, paths []PathLoad) {
 		}
 	}
 	medians := map[string][2]float64{}
-	names := make([]string, 0, len(groups))
 	for name := range groups {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
 		g := groups[name]
 		m := [2]float64{math.NaN(), math.NaN()}
 		if len(g.lat) >= d.opts.MinPeers {
@@ -154,10 +147,10 @@ func (d *Detector) observePaths(now time.Time, paths []PathLoad) {
 	}
 }
 
-// pathFinding is the finding of a slow network path, in the words an
-// operator acts on: which host's path, what the clients see against what
-// they should, and why it is not the drives.
-func (d *Detector) pathFinding(e *episode.Episode, inf *last) models.Finding {
+// pathSummary is the summary and evidence of a slow network path's
+// finding, in the words an operator acts on: which host's path, what the
+// clients see against what they should, and why it is not the drives.
+func (d *Detector) pathSummary(inf *last) (string, []models.Evidence) {
 	p := inf.path
 	ms := func(s float64) string { return fmt.Sprintf("%.2f ms", 1000*s) }
 	pct := func(u float64) string { return fmt.Sprintf("%.0f%%", 100*u) }
@@ -196,24 +189,10 @@ func (d *Detector) pathFinding(e *episode.Episode, inf *last) models.Finding {
 		summary = fmt.Sprintf("network path to %s (%s) saturated: it sees %s on the devices it reads where other clients see %s%s",
 			inf.subject.ID, where, ms(p.latency), ms(p.expected), nic)
 	}
-	sev := models.SeverityInfo
-	if inf.ratio >= d.opts.WarningRatio {
-		sev = models.SeverityWarning
-	}
-	return models.Finding{
-		ID:       fmt.Sprintf("%s:%s:network:%d", Kind, inf.subject, e.Onset.UnixMilli()),
-		Kind:     Kind,
-		Subject:  inf.subject,
-		Severity: sev,
-		Score:    round(inf.score),
-		Start:    e.Onset,
-		LastSeen: e.LastTrue,
-		End:      e.End,
-		Summary:  summary,
-		Evidence: ev,
-	}
+	return summary, ev
 }
 
+// round6 keeps latencies in seconds to the microsecond in evidence.
 func round6(x float64) float64 {
 	if math.IsInf(x, 0) || math.IsNaN(x) {
 		return x

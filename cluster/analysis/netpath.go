@@ -1,6 +1,8 @@
 package analysis
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/ballast-io/ballast/analyzer/hotspot"
@@ -61,13 +63,8 @@ func (h *hotspotStage) netPaths(util map[string]float64, reads map[peerGroup]boo
 			}
 		}
 	}
-	names := make([]string, 0, len(byDS))
-	for ds := range byDS {
-		names = append(names, ds)
-	}
-	sort.Strings(names)
 	var out []hotspot.PathLoad
-	for _, ds := range names {
+	for _, ds := range slices.Sorted(maps.Keys(byDS)) {
 		a := byDS[ds]
 		if !a.readThisTick || !reads[peerGroup{models.SubjectDS, a.pool}] || len(a.lat) == 0 {
 			continue
