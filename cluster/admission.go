@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +26,11 @@ type AdmissionOptions struct {
 	// MaxBodyBytes is what a body of unknown length is counted as. Default
 	// 32 MiB.
 	MaxBodyBytes int64
+	// MaxWorkers is how many admitted requests decode, parse and store at
+	// once: the CPU ingest may take. A request does not count while it
+	// waits for its body from the network. Default GOMAXPROCS − 1, at
+	// least 1, so that queries and health checks keep a CPU's worth.
+	MaxWorkers int
 	// QueueTimeout is how long a request waits for room before it is
 	// answered 429. Default 1s.
 	QueueTimeout time.Duration
@@ -35,17 +43,28 @@ type AdmissionOptions struct {
 }
 
 // Admission is the ingest endpoints' backpressure: past MaxRequests
-// requests or MaxBytes of bodies in flight, a request waits up to
-// QueueTimeout for room, then gets 429 Too Many Requests with Retry-After,
-// before its body is read. Senders (Prometheus remote write among them)
-// back off on 429 and send the same data again; nothing of a refused
-// request is stored, so nothing acknowledged is ever dropped for load.
+// requests or MaxBytes of bodies in flight, or with all MaxWorkers busy, a
+// request waits up to QueueTimeout (for all of them together), then gets
+// 429 Too Many Requests with Retry-After, before its body is read. Senders
+// (Prometheus remote write among them) back off on 429 and send the same
+// data again; nothing of a refused request is stored, so nothing
+// acknowledged is ever dropped for load.
 //
 // It bounds the memory ingest can take (about MaxRequests parsed bodies)
-// and the CPU it can take from queries and health checks, which never pass
-// through it. VictoriaMetrics' own -maxConcurrentInserts is the same idea;
-// it is hand-written here because that one lives in vminsert's app
-// packages, answers 503 and covers neither LAYOUTSTATS nor bytes.
+// and the CPU (MaxWorkers requests decoding, parsing and storing), which
+// queries and health checks never wait for. Counting requests and bytes
+// alone let a faster ingest path take every CPU: on 2 cores, 8 admitted
+// requests starved queries for 10 s (TestOverload).
+//
+// The worker slots are VictoriaMetrics' -maxConcurrentInserts
+// (lib/writeconcurrencylimiter): a slot is held while the request runs and
+// given up while its body is read from the network, so slow senders do not
+// hold CPU they do not use. It is hand-written because that limiter is one
+// process-wide set of flags, answers 503 rather than 429 with Retry-After,
+// and fails an admitted request halfway through its body when a slot is
+// not free again within its queue duration; here a request that was
+// admitted waits for its slot (bounded by the other requests' work and
+// its own context).
 type Admission struct {
 	opts       AdmissionOptions
 	retryAfter string
@@ -54,6 +73,8 @@ type Admission struct {
 	reqs  int
 	bytes int64
 	freed chan struct{} // closed and replaced whenever room is freed
+
+	workers chan struct{} // a slot per request doing ingest work
 
 	throttled map[string]*metrics.Counter
 }
@@ -69,6 +90,9 @@ func NewAdmission(opts AdmissionOptions) *Admission {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 32 << 20
 	}
+	if opts.MaxWorkers <= 0 {
+		opts.MaxWorkers = DefaultIngestWorkers()
+	}
 	if opts.QueueTimeout <= 0 {
 		opts.QueueTimeout = time.Second
 	}
@@ -78,11 +102,12 @@ func NewAdmission(opts AdmissionOptions) *Admission {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewSet()
 	}
-	a := &Admission{opts: opts, freed: make(chan struct{}), throttled: map[string]*metrics.Counter{},
+	a := &Admission{opts: opts, freed: make(chan struct{}), workers: make(chan struct{}, opts.MaxWorkers), throttled: map[string]*metrics.Counter{},
 		retryAfter: strconv.FormatInt(int64((opts.RetryAfter+time.Second-1)/time.Second), 10)}
 	opts.Metrics.NewGauge(`ballast_ingest_inflight_requests`, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.reqs) })
 	opts.Metrics.NewGauge(`ballast_ingest_inflight_bytes`, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.bytes) })
-	for _, r := range []string{"requests", "bytes"} {
+	opts.Metrics.NewGauge(`ballast_ingest_busy_workers`, func() float64 { return float64(len(a.workers)) })
+	for _, r := range []string{"requests", "bytes", "workers"} {
 		a.throttled[r] = opts.Metrics.NewCounter(fmt.Sprintf(`ballast_ingest_throttled_requests_total{limit=%q}`, r))
 	}
 	return a
@@ -96,31 +121,43 @@ func (a *Admission) Wrap(h http.Handler) http.Handler {
 			n = a.opts.MaxBodyBytes
 		}
 		n = min(n, a.opts.MaxBytes)
-		limit := a.acquire(r, n)
+		timer := time.NewTimer(a.opts.QueueTimeout)
+		defer timer.Stop()
+		limit := a.acquire(r, n, timer)
+		if limit == "" {
+			if limit = a.acquireWorker(r.Context(), timer); limit != "" {
+				a.release(n)
+			}
+		}
 		if limit != "" {
 			a.throttled[limit].Inc()
 			w.Header().Set("Retry-After", a.retryAfter)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
-			what := fmt.Sprintf("%d ingest requests", a.opts.MaxRequests)
-			if limit == "bytes" {
-				what = fmt.Sprintf("%d bytes of ingest bodies", a.opts.MaxBytes)
+			what := fmt.Sprintf("%d ingest requests are in flight", a.opts.MaxRequests)
+			switch limit {
+			case "bytes":
+				what = fmt.Sprintf("%d bytes of ingest bodies are in flight", a.opts.MaxBytes)
+			case "workers":
+				what = fmt.Sprintf("all %d ingest workers are busy", a.opts.MaxWorkers)
 			}
 			json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "unavailable",
-				"error": fmt.Sprintf("too many ingest requests: %s are in flight (ingest.max_inflight_*) and none finished within %s; nothing of this request was stored, send it again after %ss",
+				"error": fmt.Sprintf("too many ingest requests: %s (ingest.max_inflight_*, ingest.max_workers) and none finished within %s; nothing of this request was stored, send it again after %ss",
 					what, a.opts.QueueTimeout, a.retryAfter)})
 			return
 		}
 		defer a.release(n)
+		body := &workerBody{ReadCloser: r.Body, a: a, ctx: r.Context(), held: true}
+		r.Body = body
+		defer body.done()
 		h.ServeHTTP(w, r)
 	})
 }
 
-// acquire takes room for one request of n bytes, waiting up to
-// QueueTimeout; it returns "" or the limit ("requests", "bytes") that
-// left no room.
-func (a *Admission) acquire(r *http.Request, n int64) string {
-	var timer *time.Timer
+// acquire takes room for one request of n bytes, waiting until timer
+// fires; it returns "" or the limit ("requests", "bytes") that left no
+// room.
+func (a *Admission) acquire(r *http.Request, n int64, timer *time.Timer) string {
 	for {
 		a.mu.Lock()
 		limit := ""
@@ -133,17 +170,10 @@ func (a *Admission) acquire(r *http.Request, n int64) string {
 			a.reqs++
 			a.bytes += n
 			a.mu.Unlock()
-			if timer != nil {
-				timer.Stop()
-			}
 			return ""
 		}
 		freed := a.freed
 		a.mu.Unlock()
-		if timer == nil {
-			timer = time.NewTimer(a.opts.QueueTimeout)
-			defer timer.Stop()
-		}
 		select {
 		case <-freed:
 		case <-timer.C:
@@ -153,6 +183,64 @@ func (a *Admission) acquire(r *http.Request, n int64) string {
 		}
 	}
 }
+
+// acquireWorker takes a worker slot, waiting until timer fires; it
+// returns "" or "workers".
+func (a *Admission) acquireWorker(ctx context.Context, timer *time.Timer) string {
+	select {
+	case a.workers <- struct{}{}:
+		return ""
+	default:
+	}
+	select {
+	case a.workers <- struct{}{}:
+		return ""
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return "workers"
+}
+
+// workerBody is an admitted request's body: it gives up the request's
+// worker slot while it waits for the network and takes one again before
+// the handler goes on, as VictoriaMetrics' writeconcurrencylimiter.Reader
+// does, but waits for the slot as long as the request lives instead of
+// failing the body halfway.
+type workerBody struct {
+	io.ReadCloser
+	a    *Admission
+	ctx  context.Context
+	held bool
+}
+
+func (b *workerBody) Read(p []byte) (int, error) {
+	if b.held {
+		<-b.a.workers
+		b.held = false
+	}
+	n, err := b.ReadCloser.Read(p)
+	select {
+	case b.a.workers <- struct{}{}:
+		b.held = true
+	case <-b.ctx.Done():
+		if err == nil {
+			err = fmt.Errorf("cannot resume after reading the request body: %w", b.ctx.Err())
+		}
+	}
+	return n, err
+}
+
+// done gives the slot back once the handler returned.
+func (b *workerBody) done() {
+	if b.held {
+		<-b.a.workers
+		b.held = false
+	}
+}
+
+// DefaultIngestWorkers is AdmissionOptions.MaxWorkers' default:
+// GOMAXPROCS − 1, at least 1.
+func DefaultIngestWorkers() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 func (a *Admission) release(n int64) {
 	a.mu.Lock()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,9 +25,10 @@ func TestAdmission(t *testing.T) {
 		next      int64
 		wantLimit string
 	}{
-		{"requests", AdmissionOptions{MaxRequests: 2, MaxBytes: 1 << 20}, []int64{10, 10}, 10, "requests"},
-		{"bytes", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000}, []int64{600}, 500, "bytes"},
-		{"unknown length counts as the largest body", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000, MaxBodyBytes: 700}, []int64{-1}, 500, "bytes"},
+		{"requests", AdmissionOptions{MaxRequests: 2, MaxBytes: 1 << 20, MaxWorkers: 10}, []int64{10, 10}, 10, "requests"},
+		{"bytes", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000, MaxWorkers: 10}, []int64{600}, 500, "bytes"},
+		{"unknown length counts as the largest body", AdmissionOptions{MaxRequests: 10, MaxBytes: 1000, MaxBodyBytes: 700, MaxWorkers: 10}, []int64{-1}, 500, "bytes"},
+		{"workers", AdmissionOptions{MaxRequests: 10, MaxBytes: 1 << 20, MaxWorkers: 2}, []int64{10, 10}, 10, "workers"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			set := metrics.NewSet()
@@ -93,9 +95,50 @@ func TestAdmission(t *testing.T) {
 			if waiting.Code != http.StatusNoContent {
 				t.Errorf("request waiting for room: got %d; want 204 once room was freed", waiting.Code)
 			}
-			if a.reqs != 0 || a.bytes != 0 {
-				t.Errorf("after every request ended: %d requests and %d bytes in flight; want 0", a.reqs, a.bytes)
+			if a.reqs != 0 || a.bytes != 0 || len(a.workers) != 0 {
+				t.Errorf("after every request ended: %d requests, %d bytes and %d workers in flight; want 0", a.reqs, a.bytes, len(a.workers))
 			}
 		})
+	}
+}
+
+// TestAdmissionWorkerWaitsNotForTheNetwork holds the one worker slot's
+// request in its body read (a sender that has not sent its body yet) and
+// checks that another request gets the slot and is served meanwhile; then
+// that the slow request, once its body arrives, takes the slot back and is
+// served too, and every slot is given back.
+func TestAdmissionWorkerWaitsNotForTheNetwork(t *testing.T) {
+	a := NewAdmission(AdmissionOptions{MaxRequests: 10, MaxBytes: 1 << 20, MaxBodyBytes: 1000, MaxWorkers: 1, QueueTimeout: 5 * time.Second})
+	inHandler := make(chan struct{}, 2)
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inHandler <- struct{}{}
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("reading the body: %v", err)
+		}
+		if got := len(a.workers); got != 1 {
+			t.Errorf("%s after its body was read: %d workers busy; want 1 (its own)", b, got)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	pr, pw := io.Pipe()
+	slow := httptest.NewRequest(http.MethodPost, "/api/v1/write", pr)
+	slowRec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { defer close(done); h.ServeHTTP(slowRec, slow) }()
+	<-inHandler // the slow request is admitted and waits for its body
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/write", strings.NewReader("fast")))
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("request beside one waiting for its body: got %d %s; want 204 (the waiting one holds no worker)", rec.Code, rec.Body)
+	}
+	pw.Write([]byte("slow"))
+	pw.Close()
+	<-done
+	if slowRec.Code != http.StatusNoContent {
+		t.Errorf("the slow request: got %d; want 204", slowRec.Code)
+	}
+	if len(a.workers) != 0 || a.reqs != 0 {
+		t.Errorf("after both ended: %d workers and %d requests in flight; want 0", len(a.workers), a.reqs)
 	}
 }

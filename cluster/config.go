@@ -91,6 +91,10 @@ type IngestConfig struct {
 	MaxInflightRequests int      `yaml:"max_inflight_requests"`
 	MaxInflightBytes    int64    `yaml:"max_inflight_bytes"`
 	QueueTimeout        Duration `yaml:"queue_timeout"`
+	// MaxWorkers bounds the admitted requests that decode, parse and
+	// store at once (the CPU ingest takes); 0 is GOMAXPROCS − 1, at least
+	// 1 (DefaultIngestWorkers).
+	MaxWorkers int `yaml:"max_workers"`
 }
 
 // ScrapeConfig lists the agents the MDS pulls from.
@@ -269,6 +273,9 @@ func (c *MDSConfig) Validate() error {
 	}
 	if c.Ingest.MaxInflightBytes < 1024 {
 		errs = append(errs, fmt.Errorf("ingest.max_inflight_bytes: %d is below the minimum of 1024", c.Ingest.MaxInflightBytes))
+	}
+	if c.Ingest.MaxWorkers < 0 {
+		errs = append(errs, fmt.Errorf("ingest.max_workers: %d is negative", c.Ingest.MaxWorkers))
 	}
 	if c.Ingest.QueueTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ingest.queue_timeout: %s must be positive", c.Ingest.QueueTimeout))

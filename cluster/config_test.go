@@ -60,6 +60,7 @@ func TestConfigErrorsNameFieldAndValue(t *testing.T) {
 		{"role: mds\ningest:\n  max_inflight_requests: 0\n", "ingest.max_inflight_requests: 0 is below the minimum of 1"},
 		{"role: mds\ningest:\n  max_inflight_bytes: 10\n", "ingest.max_inflight_bytes: 10 is below the minimum of 1024"},
 		{"role: mds\ningest:\n  queue_timeout: 0s\n", "ingest.queue_timeout: 0s must be positive"},
+		{"role: mds\ningest:\n  max_workers: -1\n", "ingest.max_workers: -1 is negative"},
 		{"role: mds\ntelemetry:\n  sample_ratio: 2\n", "telemetry.sample_ratio: 2 is outside [0, 1]"},
 		{"role: mds\nstorage:\n  flush_interval: 100ms\n", "storage.flush_interval: 100ms is below the minimum of 1s"},
 		{"role: mds\nstorage:\n  query_timeout: 500ms\n", "storage.query_timeout: 500ms is below the minimum of 1s"},

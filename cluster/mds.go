@@ -267,7 +267,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	// One admission control in front of every ingest endpoint: their
 	// load, not the query API's or /readyz's, is what it bounds.
 	adm := NewAdmission(AdmissionOptions{MaxRequests: c.Ingest.MaxInflightRequests, MaxBytes: c.Ingest.MaxInflightBytes,
-		MaxBodyBytes: int64(c.Ingest.MaxBodyBytes), QueueTimeout: time.Duration(c.Ingest.QueueTimeout), Metrics: m.set})
+		MaxBodyBytes: int64(c.Ingest.MaxBodyBytes), MaxWorkers: c.Ingest.MaxWorkers, QueueTimeout: time.Duration(c.Ingest.QueueTimeout), Metrics: m.set})
 	m.server.Handle(storage.PathImportPrometheus, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(storage.PathRemoteWrite, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(layoutstats.Path, adm.Wrap(layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{})), node.ScopeIngest)
