@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -76,6 +77,8 @@ type Admission struct {
 
 	workers chan struct{} // a slot per request doing ingest work
 
+	lastRefused atomic.Int64 // unix nanoseconds of the last 429; 0 before any
+
 	throttled map[string]*metrics.Counter
 }
 
@@ -131,6 +134,7 @@ func (a *Admission) Wrap(h http.Handler) http.Handler {
 		}
 		if limit != "" {
 			a.throttled[limit].Inc()
+			a.lastRefused.Store(time.Now().UnixNano())
 			w.Header().Set("Retry-After", a.retryAfter)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -152,6 +156,19 @@ func (a *Admission) Wrap(h http.Handler) http.Handler {
 		defer body.done()
 		h.ServeHTTP(w, r)
 	})
+}
+
+// OverloadHold is how long after a refused request Overloaded still
+// reports true: a sender told to come back after Retry-After (1 s) is
+// expected back within it.
+const OverloadHold = 2 * time.Second
+
+// Overloaded reports whether an ingest request was refused within the
+// last OverloadHold: the store then defers its refresh on read, so that
+// queries do not pay for the rows of an overload (docs/storage.md).
+func (a *Admission) Overloaded() bool {
+	t := a.lastRefused.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) < OverloadHold
 }
 
 // acquire takes room for one request of n bytes, waiting until timer

@@ -64,9 +64,15 @@ func TestAdmission(t *testing.T) {
 				}()
 			}
 			entered.Wait()
+			if a.Overloaded() {
+				t.Errorf("Overloaded before any request was refused")
+			}
 			rec := httptest.NewRecorder()
 			start := time.Now()
 			h.ServeHTTP(rec, req("refused", c.next, false))
+			if !a.Overloaded() {
+				t.Errorf("Overloaded right after a request was refused: false; want true for %s", OverloadHold)
+			}
 			if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "2" {
 				t.Fatalf("request past the %s limit: got %d Retry-After %q; want 429 Retry-After 2", c.wantLimit, rec.Code, rec.Header().Get("Retry-After"))
 			}

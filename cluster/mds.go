@@ -268,6 +268,9 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	// load, not the query API's or /readyz's, is what it bounds.
 	adm := NewAdmission(AdmissionOptions{MaxRequests: c.Ingest.MaxInflightRequests, MaxBytes: c.Ingest.MaxInflightBytes,
 		MaxBodyBytes: int64(c.Ingest.MaxBodyBytes), MaxWorkers: c.Ingest.MaxWorkers, QueueTimeout: time.Duration(c.Ingest.QueueTimeout), Metrics: m.set})
+	if d, ok := m.store.(interface{ DeferRefreshWhile(func() bool) }); ok {
+		d.DeferRefreshWhile(adm.Overloaded)
+	}
 	m.server.Handle(storage.PathImportPrometheus, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(storage.PathRemoteWrite, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(layoutstats.Path, adm.Wrap(layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{})), node.ScopeIngest)

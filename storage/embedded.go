@@ -220,6 +220,10 @@ type Embedded struct {
 	refreshed atomic.Uint64
 	// refreshStart is when the last refresh started.
 	refreshStart time.Time
+	// deferRefresh, when set and true, makes queries skip the refresh
+	// (DeferRefreshWhile); refreshSkips counts those skipped.
+	deferRefresh atomic.Pointer[func() bool]
+	refreshSkips *metrics.Counter
 	flushes      *metrics.Counter
 	flushSkips   *metrics.Counter
 	// lowDisk is set by the disk watcher below MinFreeDiskBytes free, at
@@ -268,6 +272,7 @@ func OpenEmbedded(opts Options) (*Embedded, error) {
 	vmselect.Init(o.MaxConcurrentQueries, 10*time.Second)
 	e := &Embedded{opts: o, lock: lock, stopFlusher: make(chan struct{}), flusherDone: make(chan struct{})}
 	e.refreshes = o.Metrics.GetOrCreateCounter(`ballast_storage_refreshes_total`)
+	e.refreshSkips = o.Metrics.GetOrCreateCounter(`ballast_storage_refreshes_deferred_total`)
 	e.flushes = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_total`)
 	e.flushSkips = o.Metrics.GetOrCreateCounter(`ballast_storage_forced_flushes_skipped_total`)
 	e.flushSecs = o.Metrics.GetOrCreateHistogram(`ballast_storage_forced_flush_duration_seconds`)
@@ -445,6 +450,10 @@ func (e *Embedded) fresh() {
 	if e.refreshed.Load() >= n {
 		return
 	}
+	if f := e.deferRefresh.Load(); f != nil && (*f)() {
+		e.refreshSkips.Inc()
+		return
+	}
 	e.refreshMu.Lock()
 	defer e.refreshMu.Unlock()
 	// A refresh that started after n was read, while this query waited,
@@ -461,6 +470,22 @@ func (e *Embedded) fresh() {
 	vmstorage.DebugFlush()
 	e.refreshed.Store(m)
 	e.refreshes.Inc()
+}
+
+// DeferRefreshWhile makes queries skip the refresh on read while
+// overloaded reports true (the mds passes its ingest admission's): a
+// refresh turns the rows acknowledged since the last one into searchable
+// parts on the query's own time, so under an ingest overload every query
+// paid for the overload's rows (TestOverload: queries took 1–4 s where
+// /readyz took well under one). Rows then become searchable within
+// VictoriaMetrics' own timers (docs/storage.md#freshness). A nil function
+// refreshes always, the default.
+func (e *Embedded) DeferRefreshWhile(overloaded func() bool) {
+	if overloaded == nil {
+		e.deferRefresh.Store(nil)
+		return
+	}
+	e.deferRefresh.Store(&overloaded)
 }
 
 // checkpoint seals the current WAL segment, waits until every row of the

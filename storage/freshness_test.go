@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -110,5 +111,37 @@ func TestRefreshRunsOnRead(t *testing.T) {
 	}
 	if got := testStore.refreshes.Get(); got != before+1 {
 		t.Fatalf("a query with nothing written since the last refresh ran %d more; want 0", got-before-1)
+	}
+}
+
+// TestRefreshDeferredWhileOverloaded: while the function given to
+// DeferRefreshWhile reports an overload, a query runs no refresh (and
+// counts the deferred one); once it does not, the next query refreshes
+// and finds the row.
+func TestRefreshDeferredWhileOverloaded(t *testing.T) {
+	var overloaded atomic.Bool
+	testStore.DeferRefreshWhile(overloaded.Load)
+	defer testStore.DeferRefreshWhile(nil)
+	sel := fmt.Sprintf(`fresh_deferred{run="%d"}`, time.Now().UnixNano())
+	instantValues(t, sel) // whatever other tests left unrefreshed
+	refreshes, deferred := testStore.refreshes.Get(), testStore.refreshSkips.Get()
+	overloaded.Store(true)
+	if code, body := postText(t, fmt.Sprintf("%s 1 %d\n", sel, time.Now().UnixMilli())); code != http.StatusNoContent {
+		t.Fatalf("import: %d %s", code, body)
+	}
+	afterRefreshInterval()
+	instantValues(t, sel)
+	if got := testStore.refreshes.Get() - refreshes; got != 0 {
+		t.Errorf("query during an overload ran %d refreshes; want 0", got)
+	}
+	if got := testStore.refreshSkips.Get() - deferred; got != 1 {
+		t.Errorf("ballast_storage_refreshes_deferred_total grew by %d; want 1", got)
+	}
+	overloaded.Store(false)
+	if vs := instantValues(t, sel); len(vs) != 1 || vs[0] != "1" {
+		t.Fatalf("%s after the overload: got %v, want [1]", sel, vs)
+	}
+	if got := testStore.refreshes.Get() - refreshes; got != 1 {
+		t.Errorf("the first query after the overload ran %d refreshes; want 1", got)
 	}
 }
