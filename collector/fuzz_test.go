@@ -31,6 +31,21 @@ func seedFixtures(f *testing.F, dir string) {
 	}
 }
 
+// fuzzTree builds a fake /proc or /sys tree once per fuzzing process
+// (each worker runs its inputs one after another) and returns its root and
+// a function that overwrites one of its files with an input: a tree per
+// input (fakeRoot) spends most of each execution creating and removing
+// directories.
+func fuzzTree(f *testing.F, files map[string]string) (string, func(*testing.T, string, []byte)) {
+	f.Helper()
+	root := fakeRootTB(f, files)
+	return root, func(t *testing.T, p string, b []byte) {
+		if err := os.WriteFile(filepath.Join(root, p), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // checkSamples fails t for a sample of an unknown metric or with more
 // label values than its metric has labels.
 func checkSamples(t *testing.T, ss []Sample) {
@@ -135,8 +150,9 @@ func FuzzParseNFSClientRPC(f *testing.F) {
 // ballast's pNFS parse of the same file) over a fuzzed /proc/self/mountstats.
 func FuzzMountstats(f *testing.F) {
 	seedFixtures(f, "procfs/mountstats")
+	proc, write := fuzzTree(f, map[string]string{"self": "->1", "1/mountstats": ""})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		proc := fakeRoot(t, map[string]string{"self": "->1", "1/mountstats": string(b)})
+		write(t, "1/mountstats", b)
 		if ss, err := collectWith(t, "mountstats", Options{ProcRoot: proc}); err == nil {
 			checkSamples(t, ss)
 		}
@@ -148,9 +164,12 @@ func FuzzMountstats(f *testing.F) {
 // and the same bytes as /proc/pressure/io.
 func FuzzDiskstats(f *testing.F) {
 	seedFixtures(f, "procfs/diskstats")
+	proc, write := fuzzTree(f, map[string]string{"diskstats": "", "pressure/io": ""})
+	sys := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		proc := fakeRoot(t, map[string]string{"diskstats": string(b), "pressure/io": string(b)})
-		if ss, err := collectWith(t, "diskstats", Options{ProcRoot: proc, SysRoot: t.TempDir()}); err == nil {
+		write(t, "diskstats", b)
+		write(t, "pressure/io", b)
+		if ss, err := collectWith(t, "diskstats", Options{ProcRoot: proc, SysRoot: sys}); err == nil {
 			checkSamples(t, ss)
 		}
 	})
@@ -158,8 +177,9 @@ func FuzzDiskstats(f *testing.F) {
 
 func FuzzNetdev(f *testing.F) {
 	seedFixtures(f, "procfs/netdev")
+	proc, write := fuzzTree(f, map[string]string{"net/dev": ""})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		proc := fakeRoot(t, map[string]string{"net/dev": string(b)})
+		write(t, "net/dev", b)
 		if ss, err := collectWith(t, "netdev", Options{ProcRoot: proc, SysRoot: proc}); err == nil {
 			checkSamples(t, ss)
 		}
@@ -175,10 +195,13 @@ func FuzzReadahead(f *testing.F) {
 	}
 	f.Add(b, []byte("128\n"))
 	f.Add([]byte("1 0 0:42 / /mnt rw - nfs4 srv:/ rw\n"), []byte("-1\n"))
+	proc, writeProc := fuzzTree(f, map[string]string{"self": "->1", "1/mountinfo": ""})
+	sys, writeSys := fuzzTree(f, map[string]string{"class/bdi/0:42/read_ahead_kb": "", "block/sda/queue/read_ahead_kb": ""})
 	f.Fuzz(func(t *testing.T, mountinfo, kb []byte) {
 		parseKB(kb, "read_ahead_kb")
-		proc := fakeRoot(t, map[string]string{"self": "->1", "1/mountinfo": string(mountinfo)})
-		sys := fakeRoot(t, map[string]string{"class/bdi/0:42/read_ahead_kb": string(kb), "block/sda/queue/read_ahead_kb": string(kb)})
+		writeProc(t, "1/mountinfo", mountinfo)
+		writeSys(t, "class/bdi/0:42/read_ahead_kb", kb)
+		writeSys(t, "block/sda/queue/read_ahead_kb", kb)
 		if ss, err := collectWith(t, "readahead", Options{ProcRoot: proc, SysRoot: sys}); err == nil {
 			checkSamples(t, ss)
 		}
