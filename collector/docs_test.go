@@ -59,6 +59,20 @@ func TestMetricsDoc(t *testing.T) {
 		b.WriteString("\n")
 	}
 
+	b.WriteString("## Derived by the mds\n\n")
+	b.WriteString("Series no agent serves: the mds derives them from the LAYOUTSTATS ingest (reports and the I/O\n")
+	b.WriteString("errors clients report, [layoutstats.md](layoutstats.md)) and writes its device table\n")
+	b.WriteString("([findings.md](findings.md#names-the-device-table)).\n\n")
+	b.WriteString("| name | type | unit | labels | help |\n|---|---|---|---|---|\n")
+	for _, d := range models.LayoutStatsMetrics {
+		unit := d.Unit
+		if unit == "" {
+			unit = "-"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", d.Name, d.Type, unit, strings.Join(d.Labels, ", "), strings.ReplaceAll(d.Help, "|", "\\|"))
+	}
+	b.WriteString("\n")
+
 	b.WriteString("## What each fixture yields\n\n")
 	b.WriteString("Series per family for every capture in `collector/testdata/fixtures` (golden exposition in\n")
 	b.WriteString("`collector/testdata/golden`).\n\n| fixture | collector | series | families (series) |\n|---|---|---|---|\n")

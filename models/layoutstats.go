@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,15 +125,46 @@ type FFIOStats4 struct {
 	LayoutUpdate FFLayoutUpdate4 `json:"ffis_layoutupdate"`
 }
 
+// DeviceError4 is device_error4 (RFC 7862 §15.6.1): one data server I/O
+// that failed, as a flex-files client reports it in LAYOUTERROR or in
+// LAYOUTRETURN's ff_ioerr4. DeviceID is the deviceid4 as hexadecimal;
+// Status the nfsstat4 by name ("NFS4ERR_NXIO"); Opnum the nfs_opnum4 by
+// name ("OP_READ", "OP_WRITE" or "OP_COMMIT").
+type DeviceError4 struct {
+	DeviceID string `json:"de_deviceid"`
+	Status   string `json:"de_status"`
+	Opnum    string `json:"de_opnum"`
+}
+
+// FFIOErr4 is ff_ioerr4 (RFC 8435 §9.1.1): I/O errors a client met on one
+// byte range of one file through one layout stateid, one device_error4 per
+// device. Count, FirstTime and LastTime are ballast's envelope, not XDR:
+// an MDS folds repeated identical errors into one entry, and says how many
+// there were (each device error counts Count times) and when the first and
+// the last happened (both or neither; neither means the batch's time).
+type FFIOErr4 struct {
+	Offset    uint64         `json:"ffie_offset"`
+	Length    uint64         `json:"ffie_length"`
+	Stateid   Stateid4       `json:"ffie_stateid"`
+	Errors    []DeviceError4 `json:"ffie_errors"`
+	Count     uint64         `json:"count"`
+	FirstTime time.Time      `json:"first_time,omitzero"`
+	LastTime  time.Time      `json:"last_time,omitzero"`
+}
+
 // LayoutStatsBatch is the body of POST /api/v1/layoutstats: the reports one
 // client sent in LAYOUTSTATS (or the MDS gathered from it) at one time.
 // ClientID names the NFS client (a host name or its clientid4 in hex); it
 // becomes part of every stripe key. ReportTime is when the reports were
-// taken; when zero the ingest uses its own notion of now.
+// taken; when zero the ingest uses its own notion of now. Errors, optional,
+// are the data-server I/O errors the client reported since the previous
+// batch (LAYOUTERROR, ff_ioerr4 in LAYOUTRETURN); a batch may carry
+// errors and no reports.
 type LayoutStatsBatch struct {
 	ClientID   string       `json:"client_id"`
 	ReportTime time.Time    `json:"report_time,omitzero"`
 	Reports    []FFIOStats4 `json:"reports"`
+	Errors     []FFIOErr4   `json:"errors,omitempty"`
 }
 
 // FieldError is a validation error about one field of a LAYOUTSTATS batch.
@@ -164,14 +196,97 @@ func (b *LayoutStatsBatch) Validate() error {
 	if !utf8.ValidString(b.ClientID) {
 		return fieldErr("client_id", "is not valid UTF-8")
 	}
-	if len(b.Reports) == 0 {
-		return fieldErr("reports", "batch has no reports")
+	if len(b.Reports) == 0 && len(b.Errors) == 0 {
+		return fieldErr("reports", "batch has no reports and no errors")
 	}
 	for i := range b.Reports {
 		if err := b.Reports[i].validate(); err != nil {
 			err.Path = "reports[" + strconv.Itoa(i) + "]." + err.Path
 			return err
 		}
+	}
+	for i := range b.Errors {
+		if err := b.Errors[i].validate(); err != nil {
+			err.Path = "errors[" + strconv.Itoa(i) + "]." + err.Path
+			return err
+		}
+	}
+	return nil
+}
+
+// MaxErrorCount bounds FFIOErr4.Count so that error counters stay exact in
+// a float64 sample (2^53).
+const MaxErrorCount = 1 << 53
+
+// NFSStatusNames are the nfsstat4 names (RFC 8881 §15.1, RFC 7862 §11.1)
+// the ingest accepts as de_status: the errors a flex-files client gets
+// from a data server, or makes up for one it cannot reach (the Linux
+// client reports a timed-out or refused connection as NFS4ERR_NXIO).
+var NFSStatusNames = []string{
+	"NFS4ERR_ACCESS", "NFS4ERR_BADHANDLE", "NFS4ERR_BAD_STATEID", "NFS4ERR_DELAY", "NFS4ERR_DQUOT",
+	"NFS4ERR_EXPIRED", "NFS4ERR_FBIG", "NFS4ERR_GRACE", "NFS4ERR_INVAL", "NFS4ERR_IO", "NFS4ERR_NOSPC",
+	"NFS4ERR_NXIO", "NFS4ERR_OLD_STATEID", "NFS4ERR_PERM", "NFS4ERR_ROFS", "NFS4ERR_SERVERFAULT",
+	"NFS4ERR_STALE", "NFS4ERR_STALE_STATEID",
+}
+
+// ErrorOp maps a de_opnum name to the op label of the error series: a
+// failed COMMIT is a failed write. ok is false for another operation.
+func ErrorOp(opnum string) (op string, ok bool) {
+	switch opnum {
+	case "OP_READ":
+		return "read", true
+	case "OP_WRITE", "OP_COMMIT":
+		return "write", true
+	}
+	return "", false
+}
+
+func (e *FFIOErr4) validate() *FieldError {
+	if err := checkRange("ffie_", e.Offset, e.Length, &e.Stateid); err != nil {
+		return err
+	}
+	if len(e.Errors) == 0 {
+		return fieldErr("ffie_errors", "must name at least one device error")
+	}
+	for i := range e.Errors {
+		if err := e.Errors[i].validate(); err != nil {
+			err.Path = "ffie_errors[" + strconv.Itoa(i) + "]." + err.Path
+			return err
+		}
+	}
+	if e.Count == 0 {
+		return fieldErr("count", "must be at least 1")
+	}
+	if e.Count > MaxErrorCount {
+		return fieldErr("count", "%d exceeds the limit of %d", e.Count, uint64(MaxErrorCount))
+	}
+	if e.FirstTime.IsZero() != e.LastTime.IsZero() {
+		if e.FirstTime.IsZero() {
+			return fieldErr("first_time", "must be given with last_time")
+		}
+		return fieldErr("last_time", "must be given with first_time")
+	}
+	if e.LastTime.Before(e.FirstTime) {
+		return fieldErr("last_time", "%s is before first_time %s", e.LastTime.Format(time.RFC3339Nano), e.FirstTime.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+func (d *DeviceError4) validate() *FieldError {
+	if err := checkHex("de_deviceid", d.DeviceID, DeviceIDSize, DeviceIDSize); err != nil {
+		return err
+	}
+	if !slices.Contains(NFSStatusNames, d.Status) {
+		if len(d.Status) > 32 {
+			return fieldErr("de_status", "is not an nfsstat4 name ballast accepts (see docs/layoutstats.md)")
+		}
+		return fieldErr("de_status", "%q is not an nfsstat4 name ballast accepts (see docs/layoutstats.md)", d.Status)
+	}
+	if _, ok := ErrorOp(d.Opnum); !ok {
+		if len(d.Opnum) > 32 {
+			return fieldErr("de_opnum", "is not OP_READ, OP_WRITE or OP_COMMIT")
+		}
+		return fieldErr("de_opnum", "%q is not OP_READ, OP_WRITE or OP_COMMIT", d.Opnum)
 	}
 	return nil
 }
@@ -193,14 +308,20 @@ func under(p string, err *FieldError) *FieldError {
 	return err
 }
 
+// checkRange checks a byte range and its layout stateid, fields
+// <prefix>length and <prefix>stateid.other.
+func checkRange(prefix string, offset, length uint64, stateid *Stateid4) *FieldError {
+	if length == 0 {
+		return fieldErr(prefix+"length", "must not be zero")
+	}
+	if length != math.MaxUint64 && offset > math.MaxUint64-length {
+		return fieldErr(prefix+"length", "offset %d + length %d overflows 64 bits (use length %d for \"to the end of file\")", offset, length, uint64(math.MaxUint64))
+	}
+	return checkHex(prefix+"stateid.other", stateid.Other, StateidOtherSize, StateidOtherSize)
+}
+
 func (r *FFIOStats4) validate() *FieldError {
-	if r.Length == 0 {
-		return fieldErr("ffis_length", "must not be zero")
-	}
-	if r.Length != math.MaxUint64 && r.Offset > math.MaxUint64-r.Length {
-		return fieldErr("ffis_length", "offset %d + length %d overflows 64 bits (use length %d for \"to the end of file\")", r.Offset, r.Length, uint64(math.MaxUint64))
-	}
-	if err := checkHex("ffis_stateid.other", r.Stateid.Other, StateidOtherSize, StateidOtherSize); err != nil {
+	if err := checkRange("ffis_", r.Offset, r.Length, &r.Stateid); err != nil {
 		return err
 	}
 	if err := checkHex("ffis_deviceid", r.DeviceID, DeviceIDSize, DeviceIDSize); err != nil {
@@ -434,6 +555,20 @@ const (
 	MetricLayoutStatsDSStreams      = "ballast_layoutstats_ds_streams"
 )
 
+// MetricLayoutStatsIOErrors counts the data-server I/O errors clients
+// reported (the errors of a LAYOUTSTATS batch: LAYOUTERROR, ff_ioerr4),
+// labels deviceid, client, op ("read" or "write") and status (the
+// nfsstat4 name). It is a counter kept by the ingest since the mds started
+// (a restart starts it over, as any counter), written with every batch that
+// adds to it, stamped with the last_time of the errors it adds.
+const MetricLayoutStatsIOErrors = "ballast_layoutstats_io_errors_total"
+
+// Label names of MetricLayoutStatsIOErrors beyond deviceid and op.
+const (
+	LabelLayoutStatsClient = "client"
+	LabelLayoutStatsStatus = "status"
+)
+
 // Info series the mds writes from its device table (cluster/identity), so
 // queries can join the LAYOUTSTATS series (deviceid, ds) to the agents'
 // series (node, device): value 1, labels deviceid, node (the DS), device
@@ -467,6 +602,7 @@ var LayoutStatsMetrics = []MetricDesc{
 	{MetricLayoutStatsDSUtilization, MetricGauge, "ratio", "Mean over the data server's recent stripe streams of busy time / duration (0..1).", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSBusyStreams, MetricGauge, "", "Sum over recent stripe streams of busy time / duration at the data server.", []string{"ds", "op"}, "layoutstats"},
 	{MetricLayoutStatsDSStreams, MetricGauge, "", "Number of stripe streams that reported on the data server recently.", []string{"ds"}, "layoutstats"},
+	{MetricLayoutStatsIOErrors, MetricCounter, "", "Data-server I/O errors clients reported to the MDS (LAYOUTERROR, ff_ioerr4): device, client, operation (read or write) and nfsstat4 status.", []string{"deviceid", "client", "op", "status"}, "layoutstats"},
 	{MetricPNFSDeviceInfo, MetricGauge, "", "Constant 1 per pNFS device id of the mds's device table: the DS (node), its drive (device), export and the name findings use.", []string{"deviceid", "node", "device", "export", "name"}, "identity"},
 	{MetricPNFSDSInfo, MetricGauge, "", "Constant 1 per data-server address (ds, as LAYOUTSTATS reports it) with the DS's name (node).", []string{"ds", "node"}, "identity"},
 }

@@ -212,6 +212,7 @@ func (in *Ingester) sweep(now time.Time) int {
 			evicted++
 		}
 	}
+	in.sweepErrors(now)
 	return evicted
 }
 

@@ -8,11 +8,15 @@ import (
 // FuzzDecodeBatch: whatever the body of POST /api/v1/layoutstats, the
 // strict decoder does not panic, and a batch it accepts decodes the same
 // way again from its own bytes (no state carried between calls). Seeded
-// with the fixture batch and the strictness cases of issue 10 (duplicate
-// and case-variant keys).
+// with the fixture batches (one with I/O errors) and the strictness cases
+// of issue 10 (duplicate and case-variant keys).
 func FuzzDecodeBatch(f *testing.F) {
 	b, err := os.ReadFile("testdata/batch.json")
 	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	if b, err = os.ReadFile("testdata/batch-errors.json"); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b)

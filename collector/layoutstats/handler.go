@@ -146,6 +146,8 @@ type response struct {
 	Resets     int    `json:"resets"`
 	// BusyClamped counts busy times clamped to their interval (rounding).
 	BusyClamped int `json:"busy_clamped,omitempty"`
+	// Errors counts the device errors the batch reported (Result.Errors).
+	Errors int `json:"errors,omitempty"`
 }
 
 func reply(w http.ResponseWriter, code int, r response) {
@@ -182,7 +184,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res, err = h.s.Accept(r.Context(), h.opts.Now(), b)
 		if err == nil {
 			reply(w, http.StatusOK, response{Accepted: res.Accepted, Deltas: len(res.Deltas),
-				Duplicates: res.Duplicates, Baselines: res.Baselines, Resets: res.Resets, BusyClamped: res.BusyClamped})
+				Duplicates: res.Duplicates, Baselines: res.Baselines, Resets: res.Resets, BusyClamped: res.BusyClamped, Errors: res.Errors})
 			return
 		}
 	}
@@ -254,6 +256,7 @@ func locate(body []byte, err error) error {
 		ClientID   json.RawMessage   `json:"client_id"`
 		ReportTime json.RawMessage   `json:"report_time"`
 		Reports    []json.RawMessage `json:"reports"`
+		Errors     []json.RawMessage `json:"errors"`
 	}
 	if e := decodeStrict(body, &env); e != nil {
 		return jsonFieldError("", e)
@@ -278,7 +281,54 @@ func locate(body []byte, err error) error {
 			return jsonFieldError("reports["+strconv.Itoa(i)+"]", e)
 		}
 	}
+	for i, raw := range env.Errors {
+		if e := locateError(raw); e != nil {
+			return jsonFieldError("errors["+strconv.Itoa(i)+"]"+e.at, e.err)
+		}
+	}
 	return jsonFieldError("", err)
+}
+
+// errorAt is a decoding error inside one element of errors[], at a path
+// below it.
+type errorAt struct {
+	at  string
+	err error
+}
+
+// locateError decodes one errors[] element, and each of its ffie_errors
+// on its own to name the index of a bad one.
+func locateError(raw json.RawMessage) *errorAt {
+	var e models.FFIOErr4
+	err := decodeStrict(raw, &e)
+	if err == nil {
+		return nil
+	}
+	var env struct {
+		Errors    []json.RawMessage `json:"ffie_errors"`
+		FirstTime json.RawMessage   `json:"first_time"`
+		LastTime  json.RawMessage   `json:"last_time"`
+	}
+	if json.Unmarshal(raw, &env) == nil {
+		for j, r := range env.Errors {
+			var de models.DeviceError4
+			if e := decodeStrict(r, &de); e != nil {
+				return &errorAt{at: ".ffie_errors[" + strconv.Itoa(j) + "]", err: e}
+			}
+		}
+		for _, f := range []struct {
+			name string
+			raw  json.RawMessage
+		}{{"first_time", env.FirstTime}, {"last_time", env.LastTime}} {
+			var t time.Time
+			if len(f.raw) > 0 {
+				if e := decodeStrict(f.raw, &t); e != nil {
+					return &errorAt{at: "." + f.name, err: e}
+				}
+			}
+		}
+	}
+	return &errorAt{err: err}
 }
 
 // jsonFieldError turns an encoding/json error met while decoding the value

@@ -88,7 +88,12 @@ func (r *rig) post(t *testing.T, body []byte) (int, response) {
 
 func readExample(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/batch.json")
+	return readTestdata(t, "batch.json")
+}
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +107,13 @@ var pathPart = regexp.MustCompile(`^([a-z_]+)(?:\[(\d+)\])?$`)
 // pairs alternate path, raw.
 func mutate(t *testing.T, pairs ...string) []byte {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(readExample(t)))
+	return mutateBody(t, readExample(t), pairs...)
+}
+
+// mutateBody is mutate on another batch.
+func mutateBody(t *testing.T, body []byte, pairs ...string) []byte {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var root any
 	if err := dec.Decode(&root); err != nil {

@@ -132,6 +132,7 @@ type Ingester struct {
 	keys      map[models.StripeKey]*stripeState
 	devices   map[string]*aggregate
 	servers   map[string]*aggregate
+	errs      map[errKey]*errCounter
 	lastSweep time.Time
 	// sweptBefore is lastSweep before the open transaction, for Rollback.
 	sweptBefore time.Time
@@ -140,6 +141,7 @@ type Ingester struct {
 	// Scratch reused by every transaction.
 	undoKeys []keyUndo
 	undoAggs []aggUndo
+	undoErrs []errUndo
 	emit     []*aggregate
 }
 
@@ -154,6 +156,7 @@ func NewIngester(opts Options) (*Ingester, error) {
 		keys:    make(map[models.StripeKey]*stripeState),
 		devices: make(map[string]*aggregate),
 		servers: make(map[string]*aggregate),
+		errs:    make(map[errKey]*errCounter),
 	}, nil
 }
 
@@ -185,6 +188,9 @@ type Result struct {
 	BusyClamped int
 	// Evicted counts keys forgotten by a sweep in this call.
 	Evicted int
+	// Errors counts the device errors of the batch's errors (each entry's
+	// count times its device errors).
+	Errors int
 }
 
 // Ingest validates the batch, differences it against the counters already
@@ -230,6 +236,9 @@ func (in *Ingester) Begin(now time.Time, b *models.LayoutStatsBatch) (*Txn, erro
 		}
 		end = b.ReportTime
 	}
+	if err := in.checkErrorTimes(now, b); err != nil {
+		return nil, err
+	}
 	tx := in.open(now)
 	res := &tx.Result
 	res.Accepted = len(b.Reports)
@@ -240,6 +249,7 @@ func (in *Ingester) Begin(now time.Time, b *models.LayoutStatsBatch) (*Txn, erro
 			return nil, err
 		}
 	}
+	in.applyErrors(now, end, b, res)
 	in.finish(now, end, res)
 	return tx, nil
 }
@@ -261,7 +271,7 @@ func (in *Ingester) open(now time.Time) *Txn {
 	in.txn++
 	in.isOpen = true
 	in.sweptBefore = in.lastSweep
-	in.undoKeys, in.undoAggs = in.undoKeys[:0], in.undoAggs[:0]
+	in.undoKeys, in.undoAggs, in.undoErrs = in.undoKeys[:0], in.undoAggs[:0], in.undoErrs[:0]
 	return &Txn{in: in}
 }
 
@@ -310,6 +320,7 @@ func (tx *Txn) Rollback() {
 			*u.agg = u.prev
 		}
 	}
+	in.rollbackErrors()
 	in.lastSweep = in.sweptBefore
 	in.isOpen = false
 }
