@@ -1,9 +1,11 @@
 package twin
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -191,11 +193,15 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 			count[r.client]++
 		}
 	}
+	errs := make([]bool, len(t.cli))
+	for k := range t.ioErrs {
+		errs[k.client] = true
+	}
 	var out []models.LayoutStatsBatch
 	idx := make([]int, len(t.cli))
 	for c := range idx {
 		idx[c] = -1
-		if count[c] > 0 {
+		if count[c] > 0 || errs[c] {
 			idx[c] = len(out)
 			out = append(out, models.LayoutStatsBatch{ClientID: t.cli[c].name, ReportTime: t.at(now), Reports: make([]models.FFIOStats4, 0, count[c])})
 		}
@@ -209,8 +215,7 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 		st := &t.stripes[r.stripe]
 		dv := &t.dev[st.dev]
 		if r.stateid == "" {
-			r.stateid = hexID(uint32(r.client), uint32(st.file), r.seq)
-			r.fhandle = hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen)
+			t.layoutIDs(r)
 		}
 		if t.devIDs == nil {
 			t.devIDs = make([]string, len(t.dev))
@@ -238,6 +243,11 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 			},
 		})
 		r.sentAt = now
+	}
+	for c := range idx {
+		if errs[c] {
+			out[idx[c]].Errors = t.reportIOErrors(int32(c))
+		}
 	}
 	return out
 }
@@ -271,4 +281,98 @@ func (t *Twin) StripeOfHandle(fh string) string {
 		return ""
 	}
 	return t.stripeID(t.files[f].first + int32(k))
+}
+
+// ioErrKey is one kind of error one client met on one layout's device.
+type ioErrKey struct {
+	client, rec, dev int32
+	write            bool
+	status           string
+}
+
+// ioErr is what the client will report of it: how many requests failed,
+// when the first and the last did, and the layout they went through.
+type ioErr struct {
+	ops         float64
+	first, last float64
+	stateid     string
+	seq         uint32
+}
+
+// noteIOError records a failed request of flow f as the client sees it:
+// only the device whose I/O failed reports an error (NFS4ERR_NXIO when its
+// data server does not answer, NFS4ERR_NOSPC on a full drive,
+// NFS4ERR_IO on a failed one); the stream's requests to healthy devices
+// that wait behind it fail nothing. This is an output of the twin (what
+// LAYOUTERROR carries), not a change of its physics.
+func (t *Twin) noteIOError(st *stream, f *flow, r *layoutRec, now, ops float64) {
+	status := "NFS4ERR_IO"
+	dv := &t.dev[f.dev]
+	switch {
+	case f.err == causeNodeDown:
+		if int32(t.dsBase+slotsPerHost*int(dv.ds)) != f.errSubj {
+			return
+		}
+		status = "NFS4ERR_NXIO"
+	case f.write && dv.used >= dv.capBytes:
+		status = "NFS4ERR_NOSPC"
+	}
+	if r.stateid == "" {
+		t.layoutIDs(r)
+	}
+	if t.ioErrs == nil {
+		t.ioErrs = map[ioErrKey]*ioErr{}
+	}
+	k := ioErrKey{client: st.client, rec: f.rec, dev: f.dev, write: f.write, status: status}
+	e := t.ioErrs[k]
+	if e == nil {
+		e = &ioErr{first: now, stateid: r.stateid, seq: r.gen}
+		t.ioErrs[k] = e
+	}
+	e.ops += max(ops, 0)
+	e.last = now
+}
+
+// layoutIDs renders the stateid and file handle of a layout record.
+func (t *Twin) layoutIDs(r *layoutRec) {
+	st := &t.stripes[r.stripe]
+	r.stateid = hexID(uint32(r.client), uint32(st.file), r.seq)
+	r.fhandle = hexID(0x01000700, uint32(st.file), uint32(st.idx), r.gen)
+}
+
+// reportIOErrors renders the errors client c met since the last report as
+// ff_ioerr4 entries (one device error each, with how many requests failed
+// and when), in a fixed order, and forgets them.
+func (t *Twin) reportIOErrors(c int32) []models.FFIOErr4 {
+	var keys []ioErrKey
+	for k := range t.ioErrs {
+		if k.client == c {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b ioErrKey) int {
+		return cmp.Or(cmp.Compare(a.rec, b.rec), cmp.Compare(a.dev, b.dev), cmp.Compare(b2i(a.write), b2i(b.write)), cmp.Compare(a.status, b.status))
+	})
+	out := make([]models.FFIOErr4, 0, len(keys))
+	for _, k := range keys {
+		e := t.ioErrs[k]
+		op := "OP_READ"
+		if k.write {
+			op = "OP_WRITE"
+		}
+		out = append(out, models.FFIOErr4{
+			Offset:    0,
+			Length:    math.MaxUint64,
+			Stateid:   models.Stateid4{Seqid: e.seq, Other: e.stateid},
+			Errors:    []models.DeviceError4{{DeviceID: deviceID(k.dev), Status: k.status, Opnum: op}},
+			Count:     uint64(max(1, math.Ceil(e.ops-1e-9))),
+			FirstTime: t.at(e.first),
+			LastTime:  t.at(e.last),
+		})
+		delete(t.ioErrs, k)
+	}
+	return out
 }

@@ -440,6 +440,7 @@ func (t *Twin) settleFlows(now float64) {
 				}
 				io.opsFailed += notDelivered / f.req
 				io.notDelivered += notDelivered
+				t.noteIOError(st, f, r, now, notDelivered/f.req)
 			}
 			continue
 		}

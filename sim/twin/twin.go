@@ -83,6 +83,9 @@ type Twin struct {
 	maxStripes int
 	devIDs     []string // pNFS device ids, built on first use
 	dsUaddr    []string // DS universal addresses
+	// ioErrs are the data-server I/O errors clients met since the last
+	// LayoutStats call, what they report to the MDS (LAYOUTERROR)
+	ioErrs map[ioErrKey]*ioErr
 
 	truth []TruthRecord
 	sat   []satState
