@@ -41,6 +41,7 @@ var dashboardOfKind = map[string]string{
 	"gpu_starvation":      DashboardOverview,
 	"checkpoint_burst":    DashboardCheckpoints,
 	"checkpoint_forecast": DashboardCheckpoints,
+	"checkpoint_failed":   DashboardCheckpoints,
 	"workload_shift":      DashboardNFSClients,
 	"workload_profile":    DashboardNFSClients,
 	"capacity_threshold":  DashboardCapacity,

@@ -25,10 +25,18 @@ type ForecastRecord struct {
 
 // checkpointStage feeds analyzer/checkpoint with each client group's write
 // bandwidth: what the NFS clients' mountstats say they wrote (normal and
-// O_DIRECT), summed per group in one query.
+// O_DIRECT), summed per group in one query. It also reads the write errors
+// the clients reported to the MDS (the LAYOUTSTATS ingest's error counter)
+// and reports a burst of a group whose clients met write errors as a
+// failed checkpoint.
 type checkpointStage struct {
-	a   *Analysis
-	det *checkpoint.Detector
+	a    *Analysis
+	det  *checkpoint.Detector
+	fail *checkpoint.Failures
+
+	nodeGroup map[string]models.Subject // client node → its group
+	errSeen   map[errSeries]errReading  // last sample of each error counter
+	errInit   bool                      // errSeen holds a first reading
 
 	groups  map[models.Subject]bool
 	last    map[models.Subject]time.Time
@@ -43,7 +51,9 @@ func newCheckpointStage(a *Analysis) (*checkpointStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &checkpointStage{a: a, det: det, groups: map[models.Subject]bool{}, last: map[models.Subject]time.Time{},
+	return &checkpointStage{a: a, det: det, fail: checkpoint.NewFailures(checkpoint.FailureOptions{}),
+		nodeGroup: map[string]models.Subject{}, errSeen: map[errSeries]errReading{},
+		groups: map[models.Subject]bool{}, last: map[models.Subject]time.Time{},
 		active: map[string]bool{}, lastRec: map[models.Subject]time.Time{}}, nil
 }
 
@@ -68,6 +78,9 @@ func (c *checkpointStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		if !ok || !ok2 || math.IsNaN(v) || v < 0 {
 			continue
 		}
+		if n := s.Label("node"); n != "" {
+			c.nodeGroup[n] = g
+		}
 		bw[g] += v
 	}
 	subs := make([]models.Subject, 0, len(bw))
@@ -86,6 +99,11 @@ func (c *checkpointStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		c.groups[g] = true
 	}
 	fs := c.det.Findings(now)
+	failed, err := c.failures(ctx, now)
+	if err != nil {
+		c.a.opts.Logger.Warn("checkpoint: cannot read reported write errors", "err", err)
+	}
+	fs = append(fs, failed...)
 	clear(c.active)
 	for i := range fs {
 		if fs[i].Kind == checkpoint.KindBurst && fs[i].Active() {

@@ -13,7 +13,7 @@ import (
 // validation (alert routes name kinds) and documentation.
 func Kinds() []string {
 	return []string{
-		hotspot.Kind, checkpoint.KindBurst, checkpoint.KindForecast, workload.KindShift, workload.KindProfile,
+		hotspot.Kind, checkpoint.KindBurst, checkpoint.KindForecast, checkpoint.KindFailed, workload.KindShift, workload.KindProfile,
 		starvation.Kind, drivehealth.KindFailureRisk, drivehealth.KindWearout, capacity.KindThreshold,
 	}
 }

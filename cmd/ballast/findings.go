@@ -35,8 +35,8 @@ GET /api/v1/findings, oldest first, as a table:
   SEVERITY  critical (data or a large share of GPU time at risk now),
             warning, info
   KIND      hotspot, gpu_starvation, drive_failure_risk, drive_wearout,
-            checkpoint_burst, checkpoint_forecast, workload_profile,
-            workload_shift, capacity_threshold
+            checkpoint_burst, checkpoint_failed, checkpoint_forecast,
+            workload_profile, workload_shift, capacity_threshold
   SUBJECT   what it is about, named as operators name it: a drive
             "device ds04/nvme4n1", a data server "ds ds04", a stripe, a
             client node or job (pNFS device ids and DS addresses are in
