@@ -288,7 +288,7 @@ func (a agg) fmt(prec int, total int) string {
 }
 
 // evalKinds are the finding kinds of the per-kind table, in order.
-var evalKinds = []string{"hotspot", "checkpoint_burst", "gpu_starvation", "drive_failure_risk", "workload_shift"}
+var evalKinds = []string{"hotspot", "checkpoint_burst", "checkpoint_failed", "gpu_starvation", "drive_failure_risk", "workload_shift"}
 
 // target is one of issue 5's targets, checked on the aggregated numbers.
 type target struct {

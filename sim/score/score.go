@@ -197,6 +197,7 @@ var rules = map[string]rule{
 	"hotspot": {targets: []string{"hot_shard", "port_saturation"},
 		explains: []string{"device_saturated", "ds_nic_saturated", "port_saturated", "slow_drive"}, ownLevel: true},
 	"checkpoint_burst":   {targets: []string{"checkpoint_burst"}},
+	"checkpoint_failed":  {targets: []string{"checkpoint_failed"}},
 	"drive_failure_risk": {targets: []string{"failing_drive"}, explains: []string{"drive_failed", "slow_drive"}},
 	"gpu_starvation":     {targets: []string{"gpu_idle_storage"}, explains: append([]string{"gpu_idle", "gpu_idle_storage_minor"}, faultKinds...)},
 	"workload_shift":     {targets: []string{"workload_shift"}, explains: []string{"workload_phase"}, edgeExplains: true},
@@ -268,7 +269,9 @@ func Score(in Input) Result {
 
 // episodes merges gpu_idle minute records of one subject and cause into
 // episodes (records closer than tol), and renames those with a storage
-// cause gpu_idle_storage; other records pass unchanged.
+// cause gpu_idle_storage; other records pass unchanged, and a
+// checkpoint_burst that failed (param failed) is repeated as a
+// checkpoint_failed record.
 func episodes(ts []twin.TruthRecord, tol time.Duration) []twin.TruthRecord {
 	var out []twin.TruthRecord
 	open := map[string]int{}
@@ -279,6 +282,11 @@ func episodes(ts []twin.TruthRecord, tol time.Duration) []twin.TruthRecord {
 			continue
 		}
 		out = append(out, t)
+		if f, _ := t.Params["failed"].(string); t.Kind == "checkpoint_burst" && f != "" {
+			// a failed checkpoint is also a checkpoint_failed target
+			t.Kind = "checkpoint_failed"
+			out = append(out, t)
+		}
 	}
 	sort.SliceStable(idle, func(i, j int) bool { return idle[i].Start.Before(idle[j].Start) })
 	for _, t := range idle {

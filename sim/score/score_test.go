@@ -342,3 +342,39 @@ func TestColimitedIdleIsATarget(t *testing.T) {
 		t.Errorf("gpu_starvation targets %d; want 8 (one per co-limiting DS, not the lone 10 GPU-s port episode)", g.Targets)
 	}
 }
+
+// TestCheckpointFailedScoring: checkpoint_failed is scored against the
+// checkpoint_burst truth records that failed; a finding on a checkpoint
+// that succeeded is false, and checkpoint_burst's own score is unchanged.
+func TestCheckpointFailedScoring(t *testing.T) {
+	job := subj(models.SubjectJob, "train-a")
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("checkpoint_burst", job, 10, 11, map[string]any{"failed": "io_error"}),
+			truth("checkpoint_burst", job, 30, 31, nil),
+			truth("checkpoint_burst", job, 50, 51, map[string]any{"failed": "enospc"}),
+		},
+		Findings: []models.Finding{
+			finding("checkpoint_burst", subj(models.SubjectClient, "gpu00"), 10, 11),
+			finding("checkpoint_failed", subj(models.SubjectClient, "gpu00"), 10, 12),
+			finding("checkpoint_failed", subj(models.SubjectClient, "gpu01"), 30, 31),
+		},
+		JobNodes: map[string][]string{"train-a": {"gpu00", "gpu01"}},
+		End:      at(60),
+	}
+	in.FirstReported = map[string]time.Time{in.Findings[1].ID: at(11)}
+	r := Score(in)
+	k := r.Kinds["checkpoint_failed"]
+	if k == nil || k.Targets != 2 || k.Detected != 1 || k.Findings != 2 || k.TruePositives != 1 || float64(k.MedianDelay) != 60 {
+		t.Fatalf("checkpoint_failed %+v; want 2 targets, 1 detected 60 s after onset, 1 of 2 findings right", k)
+	}
+	if len(k.Missed) != 1 || !strings.Contains(k.Missed[0], "job:train-a") {
+		t.Errorf("missed %v; want the enospc checkpoint", k.Missed)
+	}
+	if b := r.Kinds["checkpoint_burst"]; b.Targets != 3 || b.Detected != 1 {
+		t.Errorf("checkpoint_burst %+v; want 3 targets, 1 detected", b)
+	}
+	if r.TruthCounts["checkpoint_failed"] != 2 || r.TruthCounts["checkpoint_burst"] != 3 {
+		t.Errorf("truth counts %v; want 2 failed of 3 bursts", r.TruthCounts)
+	}
+}
