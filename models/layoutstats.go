@@ -5,7 +5,7 @@ package models
 // the RFC 8435 ff_iostats4 reports that pNFS flex-files clients send to the
 // metadata server, the per-stripe deltas the ingest hands to the analyzers,
 // and the names of the series it derives. JSON field names are the XDR field
-// names of RFC 8435 §9.1 (ff_iostats4, ff_layoutupdate4, ff_io_latency4),
+// names of RFC 8435 §9.2 (ff_iostats4, ff_layoutupdate4, ff_io_latency4),
 // RFC 7862 §15.6 (io_info4) and RFC 8881 §3.3 (nfstime4, netaddr4, stateid4),
 // so docs/layoutstats.md maps them one to one.
 
@@ -81,7 +81,7 @@ type NetAddr4 struct {
 	Addr  string `json:"na_r_addr"`
 }
 
-// FFIOLatency4 is ff_io_latency4 (RFC 8435 §9.1.1): cumulative counters of
+// FFIOLatency4 is ff_io_latency4 (RFC 8435 §9.2.1): cumulative counters of
 // one direction of I/O between the client and one data server. Ops and
 // bytes are counted when requested and again when completed; bytes not
 // delivered are requested bytes that never arrived (short or failed I/O).
@@ -98,7 +98,7 @@ type FFIOLatency4 struct {
 	AggregateCompletionTime NFSTime4 `json:"ffil_aggregate_completion_time"`
 }
 
-// FFLayoutUpdate4 is ff_layoutupdate4 (RFC 8435 §9.1.2): which data server
+// FFLayoutUpdate4 is ff_layoutupdate4 (RFC 8435 §9.2.2): which data server
 // and file handle the counters are about, the read and write latency
 // counters, and Duration, the time over which the counters were collected.
 // FHandle is the nfs_fh4 as hexadecimal.
@@ -111,7 +111,7 @@ type FFLayoutUpdate4 struct {
 	Local    bool         `json:"ffl_local"`
 }
 
-// FFIOStats4 is ff_iostats4 (RFC 8435 §9.1.3): one report about one byte
+// FFIOStats4 is ff_iostats4 (RFC 8435 §9.2.3): one report about one byte
 // range of one file, through one layout stateid, on one device and data
 // server. All counters are cumulative since the client started collecting
 // them (ffl_duration ago). DeviceID is the 16-byte deviceid4 as hexadecimal.
