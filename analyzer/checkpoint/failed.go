@@ -42,6 +42,10 @@ type WriteError struct {
 	DS     string // its data server; "" when the device table does not know it
 	Status string // nfsstat4 name, e.g. NFS4ERR_NOSPC
 	Count  float64
+	// ExpectedStart and ExpectedEnd are the group's forecast checkpoint
+	// window that covered At (ending up to Grace before it); zero without
+	// a forecast.
+	ExpectedStart, ExpectedEnd time.Time
 }
 
 // FailureOptions tune Failures; zero values take the defaults in brackets.
@@ -55,6 +59,11 @@ type FailureOptions struct {
 	Grace time.Duration
 	// Retention is how long errors wait for a burst detected late [30m].
 	Retention time.Duration
+	// Settle is how long errors that match no burst wait before they fail
+	// the forecast window that covered them [1m]: a burst is detected
+	// within seconds of its start, so errors still unmatched by then came
+	// from a checkpoint that failed before it wrote a burst.
+	Settle time.Duration
 }
 
 // Failures matches groups' write errors to their checkpoint bursts and
@@ -83,8 +92,14 @@ func NewFailures(opts FailureOptions) *Failures {
 	if opts.Retention <= 0 {
 		opts.Retention = 30 * time.Minute
 	}
+	if opts.Settle <= 0 {
+		opts.Settle = time.Minute
+	}
 	return &Failures{opts: opts, errs: map[models.Subject][]WriteError{}, reported: map[string]*failure{}}
 }
+
+// Grace returns the grace of the options in use.
+func (fl *Failures) Grace() time.Duration { return fl.opts.Grace }
 
 // Observe records write errors of group g.
 func (fl *Failures) Observe(g models.Subject, e WriteError) {
@@ -95,7 +110,10 @@ func (fl *Failures) Observe(g models.Subject, e WriteError) {
 // per burst of g during which (from its start to Grace after its end) a
 // client of g reported write errors, while the burst may still collect
 // errors, and once more ended (End set) when it no longer can. An error
-// counts against the latest burst that started before it.
+// counts against the latest burst that started before it. Errors that
+// match no burst but fell in the group's forecast window, and stayed
+// unmatched for Settle, fail that window as a checkpoint that wrote no
+// burst (one that failed at its first writes).
 func (fl *Failures) Findings(now time.Time, g models.Subject, bursts []TrackedBurst) []models.Finding {
 	errs := fl.errs[g]
 	keep := errs[:0]
@@ -128,6 +146,25 @@ func (fl *Failures) Findings(now time.Time, g models.Subject, bursts []TrackedBu
 			break
 		}
 	}
+	// Errors no burst explains fail the forecast window that covered
+	// them, one finding per window.
+	expected := map[int64]int{} // window start → index in bs
+	predicted := make([]bool, len(bs))
+	for _, e := range keep {
+		if e.ExpectedStart.IsZero() || now.Sub(e.At) < fl.opts.Settle || matchedAny(matched, e) {
+			continue
+		}
+		k := e.ExpectedStart.UnixMilli()
+		i, ok := expected[k]
+		if !ok {
+			i = len(bs)
+			expected[k] = i
+			bs = append(bs, TrackedBurst{ID: fmt.Sprintf("%s:%s:%d", KindBurst, g, k), Burst: Burst{Start: e.ExpectedStart, End: e.ExpectedEnd}})
+			matched = append(matched, nil)
+			predicted = append(predicted, true)
+		}
+		matched[i] = append(matched[i], e)
+	}
 	var out []models.Finding
 	for _, r := range fl.reported {
 		r.seen = false
@@ -142,7 +179,7 @@ func (fl *Failures) Findings(now time.Time, g models.Subject, bursts []TrackedBu
 		if len(matched[i]) == 0 {
 			continue
 		}
-		f := failedFinding(g, b, matched[i])
+		f := failedFinding(g, b, matched[i], predicted[i])
 		if !b.Open && now.Sub(b.End) > fl.opts.Grace {
 			f.End = f.LastSeen
 		}
@@ -175,7 +212,19 @@ func (fl *Failures) Findings(now time.Time, g models.Subject, bursts []TrackedBu
 	return out
 }
 
-func failedFinding(g models.Subject, b *TrackedBurst, errs []WriteError) models.Finding {
+// matchedAny reports whether e counts against a burst already.
+func matchedAny(matched [][]WriteError, e WriteError) bool {
+	for _, m := range matched {
+		for _, x := range m {
+			if x == e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func failedFinding(g models.Subject, b *TrackedBurst, errs []WriteError, predicted bool) models.Finding {
 	type devKey struct{ dev, ds, status string }
 	per := map[devKey]float64{}
 	var total float64
@@ -243,6 +292,11 @@ func failedFinding(g models.Subject, b *TrackedBurst, errs []WriteError) models.
 	if b.End.After(lastSeen) {
 		lastSeen = b.End
 	}
+	what2 := fmt.Sprintf("the checkpoint burst from %s failed", b.Start.UTC().Format(time.RFC3339))
+	if predicted {
+		what2 = fmt.Sprintf("the checkpoint expected from %s failed before it wrote a burst", b.Start.UTC().Format(time.RFC3339))
+		ev = append(ev, models.Evidence{Name: "expected_window", Value: 1, Note: "no burst was written; the window is the checkpoint forecast's"})
+	}
 	return models.Finding{
 		ID:       KindFailed + ":" + strings.TrimPrefix(b.ID, KindBurst+":"),
 		Kind:     KindFailed,
@@ -251,8 +305,7 @@ func failedFinding(g models.Subject, b *TrackedBurst, errs []WriteError) models.
 		Score:    total,
 		Start:    b.Start,
 		LastSeen: lastSeen,
-		Summary: fmt.Sprintf("%s %s: the checkpoint burst from %s failed (%s): %.0f write errors on %s", g.Kind, g.ID,
-			b.Start.UTC().Format(time.RFC3339), what, total, where),
+		Summary:  fmt.Sprintf("%s %s: %s (%s): %.0f write errors on %s", g.Kind, g.ID, what2, what, total, where),
 		Evidence: ev,
 	}
 }

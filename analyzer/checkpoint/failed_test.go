@@ -86,3 +86,46 @@ func TestFailedCheckpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedBeforeABurst: errors that no burst explains but that fell in
+// the group's forecast window fail that window once they settled; errors
+// without a window, or explained by a burst, do not.
+func TestFailedBeforeABurst(t *testing.T) {
+	job := models.Subject{Kind: models.SubjectJob, ID: "train-a"}
+	nospc := func(s int, expected bool) WriteError {
+		e := WriteError{At: at(s), Device: "scr00/nvme0n1", DS: "scr00", Status: "NFS4ERR_NOSPC", Count: 3}
+		if expected {
+			e.ExpectedStart, e.ExpectedEnd = at(0), at(70)
+		}
+		return e
+	}
+	fl := NewFailures(FailureOptions{})
+	fl.Observe(job, nospc(10, true))
+	fl.Observe(job, nospc(20, true))
+	if fs := fl.Findings(at(30), job, nil); len(fs) != 0 {
+		t.Fatalf("before the errors settled: %+v; want none", fs)
+	}
+	fs := fl.Findings(at(80), job, nil)
+	if len(fs) != 1 || !fs[0].Start.Equal(at(0)) || !strings.Contains(fs[0].Summary, "failed before it wrote a burst") || !strings.Contains(fs[0].Summary, "no space") {
+		t.Fatalf("got %+v; want one finding on the expected window, no space", fs)
+	}
+	if v, _ := fs[0].EvidenceValue("write_errors"); v != 6 {
+		t.Errorf("write_errors %v; want 6", v)
+	}
+	if fs = fl.Findings(at(70+181), job, nil); len(fs) != 1 || fs[0].Active() {
+		t.Errorf("after the grace: %+v; want it ended", fs)
+	}
+
+	other := NewFailures(FailureOptions{})
+	other.Observe(job, nospc(10, false))
+	if fs := other.Findings(at(200), job, nil); len(fs) != 0 {
+		t.Errorf("without a forecast window: %+v; want none", fs)
+	}
+	// Explained by a burst: one finding, on the burst.
+	burst := TrackedBurst{ID: KindBurst + ":" + job.String() + ":5", Burst: Burst{Start: at(5), End: at(60)}}
+	both := NewFailures(FailureOptions{})
+	both.Observe(job, nospc(10, true))
+	if fs := both.Findings(at(100), job, []TrackedBurst{burst}); len(fs) != 1 || fs[0].ID != KindFailed+":"+job.String()+":5" {
+		t.Errorf("errors in a burst inside the window: %+v; want the burst's finding only", fs)
+	}
+}

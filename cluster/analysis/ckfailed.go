@@ -99,7 +99,15 @@ func (c *checkpointStage) failures(ctx context.Context, now time.Time) ([]models
 				ds = dev[:i]
 			}
 		}
-		c.fail.Observe(g, checkpoint.WriteError{At: now, Device: dev, DS: ds, Status: k.status, Count: n})
+		e := checkpoint.WriteError{At: now, Device: dev, DS: ds, Status: k.status, Count: n}
+		// the forecast window that covers now, or ended up to Grace ago,
+		// opened a quarter period early: a checkpoint that comes early
+		// within the jitter jobs show (up to 25 % of the period) is still
+		// the one predicted
+		if p, ok := c.det.Forecast(now.Add(-c.fail.Grace()), g); ok && !now.Before(p.NextStart.Add(-p.Period/4)) && !now.After(p.NextEnd.Add(c.fail.Grace())) {
+			e.ExpectedStart, e.ExpectedEnd = p.NextStart, p.NextEnd
+		}
+		c.fail.Observe(g, e)
 	}
 	c.errSeen, c.errInit = seen, true
 	return c.failedFindings(now), nil
