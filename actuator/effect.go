@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 		}
 		q := func(name, expr string) {
 			if v, ok := get(expr); ok {
-				out[name] = round6(v)
+				out[name] = roundEffect(v)
 			}
 		}
 		q(EffectSourceLoad, fmt.Sprintf(`sum(avg_over_time(%s{%s=~%q}[%s]))`, models.MetricLayoutStatsDeviceBytes, models.LabelLayoutStatsDeviceID, re, win))
@@ -69,7 +70,7 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 		// taken here
 		if mx, ok := get(fmt.Sprintf(`max(%s)`, load)); ok {
 			if mean, ok := get(fmt.Sprintf(`avg(%s)`, load)); ok && mean != 0 {
-				out[EffectPoolMaxMean] = round6(mx / mean)
+				out[EffectPoolMaxMean] = roundEffect(mx / mean)
 			}
 		}
 		if cl := p.Params["clients"]; cl != "" {
@@ -94,7 +95,28 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 	return out
 }
 
-func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+// effectDigits is how many significant digits of a measured number an
+// effect keeps.
+const effectDigits = 10
+
+// roundEffect rounds a measured number to effectDigits significant digits
+// and then to 6 decimals. The store does not give a number back to the
+// last bit: VictoriaMetrics keeps the values of a block as integers at one
+// decimal scale (lib/decimal), and which rows share a block depends on
+// when it flushes and merges on its own wall-clock timers, so a value read
+// back, and a sum over it, can differ in its last bit from run to run.
+// Six decimals alone kept that bit for large numbers (7.8e10 B/s was
+// journaled as 78419353223.0535 in one eval and 78419353223.05351 in
+// another run of the same seed, CI stop 25); ten significant digits are
+// far above what verification compares (10 % changes) and a last-bit
+// difference reaches them only at a rounding boundary.
+func roundEffect(x float64) float64 {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', effectDigits, 64), 64)
+	if err != nil { // ±Inf and NaN never reach here (callers drop them)
+		v = x
+	}
+	return math.Round(v*1e6) / 1e6
+}
 
 // idRegex is an anchored alternation of the quoted ids, sorted.
 func idRegex(set map[string]bool) string {

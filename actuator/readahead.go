@@ -490,7 +490,7 @@ func (e *Engine) measureReadAhead(ctx context.Context, p *models.Action, at time
 			return
 		}
 		if ok && v == v && v < 1e300 && v > -1e300 {
-			out[name] = round6(v)
+			out[name] = roundEffect(v)
 		}
 	}
 	q(EffectMountReadBytes, fmt.Sprintf(`sum(rate(%s{%s}[%s]))`, models.MetricNFSClientReadBytes, sel, win))

@@ -234,7 +234,13 @@ func TestEvalIsReproducible(t *testing.T) {
 		a, b := strings.Split(string(got[0]), "\n"), strings.Split(string(got[1]), "\n")
 		for i := range min(len(a), len(b)) {
 			if a[i] != b[i] {
-				t.Errorf("%s differs between two runs of one seed, first at line %d:\n%.2000s\n%.2000s", name, i+1, a[i], b[i])
+				// lines run to tens of KB: show where they part
+				j := 0
+				for j < min(len(a[i]), len(b[i])) && a[i][j] == b[i][j] {
+					j++
+				}
+				from := max(0, j-400)
+				t.Errorf("%s differs between two runs of one seed, first at line %d, byte %d:\n…%.1000s\n…%.1000s", name, i+1, j, a[i][from:], b[i][from:])
 				break
 			}
 		}
