@@ -16,11 +16,24 @@
 # clocks, ECC, remapped rows, PCIe replays) but no profiling fields and no
 # XID; those are reported as ballast_collector_field_unavailable.
 #
-# To run on a machine without Go, build the test binary here and copy it:
+# To run on a machine without Go, build the test binary where Go is and
+# name it in BALLAST_GPU_CHECK_BIN:
 #   CGO_ENABLED=1 go test -c -tags gpucheck -o gpu-check.test ./collector
-#   ./gpu-check.test -test.run '^TestGPUCheck$' -test.v
+#   BALLAST_GPU_CHECK_BIN=./gpu-check.test bench/gpu-check.sh
+#
+# When libnvidia-ml.so.1 is not in the linker cache (containers that mount
+# the driver, e.g. at /usr/local/nvidia), the script looks in the usual
+# driver folders and adds the one that holds it to LD_LIBRARY_PATH, and says so.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+# nvml_dir prints the first usual driver folder holding libnvidia-ml.so.1.
+nvml_dir() {
+  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib64/nvidia /usr/lib/nvidia; do
+    if [ -e "$d/libnvidia-ml.so.1" ]; then echo "$d"; return 0; fi
+  done
+  return 1
+}
 
 echo "== GPUs (nvidia-smi)"
 nvidia-smi -L 2>&1 || echo "nvidia-smi not available"
@@ -30,11 +43,23 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libdcgm\.so '; then
   echo "note: no unversioned libdcgm.so; go-dcgm will report 'libdcgm.so not Found' unless LD_LIBRARY_PATH provides it"
 fi
 echo "== libnvidia-ml (NVML, the fallback without DCGM)"
-ldconfig -p 2>/dev/null | grep -i 'libnvidia-ml\.so\.1' || echo "libnvidia-ml.so.1 not in the linker cache (LD_LIBRARY_PATH may still provide it)"
-echo "== go"
-go version
+if ! ldconfig -p 2>/dev/null | grep -i 'libnvidia-ml\.so\.1'; then
+  if d=$(nvml_dir); then
+    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "libnvidia-ml.so.1 not in the linker cache; found in $d, added to LD_LIBRARY_PATH"
+  else
+    echo "libnvidia-ml.so.1 neither in the linker cache nor in the usual driver folders (LD_LIBRARY_PATH may still provide it)"
+  fi
+fi
 echo "== dcgm collector"
-CGO_ENABLED=1 go test -tags gpucheck -count=1 -run '^TestGPUCheck$' -v ./collector
+if [ -n "${BALLAST_GPU_CHECK_BIN:-}" ]; then
+  bin=$(realpath "$BALLAST_GPU_CHECK_BIN")
+  echo "prebuilt test binary: $bin"
+  (cd collector && "$bin" -test.count=1 -test.run '^TestGPUCheck$' -test.v)
+else
+  go version
+  CGO_ENABLED=1 go test -tags gpucheck -count=1 -run '^TestGPUCheck$' -v ./collector
+fi
 rc=$?
 echo "== exit status $rc"
 exit $rc
