@@ -12,7 +12,8 @@
 #
 # Needs curl. Ports 19750 (mds) and 19752 (agent) on 127.0.0.1; it ends only
 # the processes it started. The load command, when given, runs in the
-# background and is ended after BALLAST_GPU_LOAD_SECONDS (default 30).
+# background; it is ended if still running after BALLAST_GPU_LOAD_SECONDS
+# (default 30).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,8 +73,11 @@ if [ -n "${BALLAST_GPU_LOAD:-}" ]; then
   bash -c "$BALLAST_GPU_LOAD" >"$work/load.log" 2>&1 &
   lp=$!
   pids+=($lp)
-  sleep "$load_s"
-  kill "$lp" 2>/dev/null
+  for i in $(seq 1 "$load_s"); do
+    kill -0 "$lp" 2>/dev/null || break
+    sleep 1
+  done
+  kill "$lp" 2>/dev/null && echo "(load still running after ${load_s} s: ended)"
   wait "$lp" 2>/dev/null
   tail -3 "$work/load.log"
   echo "== idle again for 10 s"
@@ -105,6 +109,7 @@ grep -E 'level=(WARN|ERROR)' "$work/mds.log" | head -20
 echo "== agent log"
 head -40 "$work/agent.log"
 
-n=$(curl -fsS -G "$api/api/v1/query" --data-urlencode 'query=count({__name__=~"ballast_gpu_.*",node="gpu-e2e"})' --data-urlencode "time=$end" | grep -o '"value":\[[^]]*\]' | grep -o '"[0-9]*"$' | tr -d '"')
+n=$(curl -fsS -G "$api/api/v1/query" --data-urlencode 'query=count({__name__=~"ballast_gpu_.*",node="gpu-e2e"})' --data-urlencode "time=$end" |
+  sed -n 's/.*"value":\[[0-9.]*,"\([0-9]*\)"\].*/\1/p')
 echo "== GPU series stored from the agent: ${n:-0}"
 [ "${n:-0}" -gt 0 ]
