@@ -8,7 +8,7 @@
 #
 #   bench/gpu-e2e.sh                               # binaries from bin/ (make build)
 #   BALLAST_BIN=/path/ballast BALLAST_AGENT_BIN=/path/ballast-agent \
-#   BALLAST_GPU_LOAD='python3 -c "…"' BALLAST_GPU_LOAD_SECONDS=30 bench/gpu-e2e.sh
+#   BALLAST_GPU_LOAD="python3 bench/gpu-load.py 25" BALLAST_GPU_LOAD_SECONDS=45 bench/gpu-e2e.sh
 #
 # Needs curl. Ports 19750 (mds) and 19752 (agent) on 127.0.0.1; it ends only
 # the processes it started. The load command, when given, runs in the
