@@ -43,7 +43,9 @@ API for Grafana or curl, and the findings API. With --serve --reuse, a
 finished run already in OUT is served as it ended, without running the
 simulation again (a run that is missing is run first).
 
-Scenarios: %s, or a path to a scenario file (docs/scenarios.md).`
+Scenarios: %s; generated:N, a scenario generated from seed N
+(docs/scenarios.md#generated-scenarios); or a path to a scenario file
+(docs/scenarios.md).`
 
 func init() {
 	register(&command{name: "demo", summary: "run the pipeline on the simulated cluster twin (see README)", run: runDemo})
@@ -51,7 +53,7 @@ func init() {
 
 func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "demo", fmt.Sprintf(demoUsage, strings.Join(twin.ScenarioNames(), ", ")))
-	scenario := fs.String("scenario", "mixed", "scenario name or scenario file")
+	scenario := fs.String("scenario", "mixed", "shipped scenario name, generated:N or scenario file")
 	seed := fs.Uint64("seed", 1, "random seed; the same scenario and seed give the same run")
 	duration := fs.String("duration", "", "simulated time to run, e.g. 6h (default: the scenario's)")
 	out := fs.String("out", "demo-out", "directory for the outputs and the store")

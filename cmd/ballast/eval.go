@@ -19,7 +19,8 @@ import (
 	"github.com/ballast-io/ballast/sim/twin"
 )
 
-const evalUsage = `Usage: ballast eval --scenario NAME|FILE [--seed N] [--duration D] [--start T] [--method M] --out DIR
+const evalUsage = `Usage: ballast eval --scenario NAME|generated:N|FILE [--seed N] [--duration D] [--start T] [--method M] --out DIR
+       ballast eval --scenario NAME|generated:N|FILE --print-scenario
 
 Runs the cluster twin (a SIMULATED cluster) with the full mds pipeline and
 every wired analyzer, then scores the findings against the twin's ground
@@ -50,9 +51,16 @@ The run uses simulated time only: for the same scenario, seed, duration and
 time, speed-up and samples stored are in summary.json, not in eval.json). Without --start
 the run ends at the wall clock and the times in eval.json move with it.
 
+--print-scenario writes the scenario as YAML to stdout, every default filled
+in, and runs nothing; the YAML loads back as the same scenario
+(--scenario FILE), so a generated one can be read, kept or edited.
+
 See also: ballast eval all (every scenario over several seeds).
 
-Scenarios: %s, or a path to a scenario file.`
+Scenarios: %s; generated:N, a scenario generated from seed N (any whole
+number; docs/scenarios.md#generated-scenarios says what it randomises, and
+docs/evaluation.md why to score on seeds nobody tuned to; --seed stays the
+twin's seed); or a path to a scenario file.`
 
 func init() {
 	register(&command{name: "eval", summary: "score the analyzers against the twin's ground truth on one scenario", run: runEval})
@@ -71,7 +79,8 @@ type EvalReport struct {
 
 func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := newFlagSet(env, "eval", fmt.Sprintf(evalUsage, strings.Join(twin.ScenarioNames(), ", ")))
-	scenario := fs.String("scenario", "", "scenario name or scenario file (required)")
+	scenario := fs.String("scenario", "", "shipped scenario name, generated:N or scenario file (required)")
+	printScenario := fs.Bool("print-scenario", false, "write the scenario as YAML to stdout and run nothing")
 	seed := fs.Uint64("seed", 1, "random seed")
 	duration := fs.String("duration", "", "simulated time to run, e.g. 30m (default: the scenario's)")
 	out := fs.String("out", "", "output directory (required)")
@@ -87,6 +96,17 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	case *scenario == "":
 		return fmt.Errorf("%w: --scenario is required", errUsage)
+	case *printScenario:
+		sc, err := twin.LoadScenario(*scenario)
+		if err != nil {
+			return err
+		}
+		y, err := twin.MarshalScenario(sc)
+		if err != nil {
+			return err
+		}
+		_, err = env.stdout.Write(y)
+		return err
 	case *out == "":
 		return fmt.Errorf("%w: --out is required", errUsage)
 	}

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ballast-io/ballast/models"
+	"github.com/ballast-io/ballast/sim/twin"
 )
 
 // TestEvalHotShardThenRestart runs `ballast eval` on 15 simulated minutes of
@@ -102,6 +104,8 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"eval", "--scenario", "baseline", "--out", "x", "--method", "magic"}, `remediation method "magic"`},
 		{[]string{"eval", "readahead", "--out", "x", "--seeds", "0"}, "--seeds 0"},
 		{[]string{"eval", "readahead", "--out", "x", "--duration", "5m"}, "--duration 5m0s is too short"},
+		{[]string{"eval", "--scenario", "generated:x", "--out", "x"}, `"x" is not a seed`},
+		{[]string{"eval", "--scenario", "generated:x", "--print-scenario"}, `"x" is not a seed`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &cmdEnv{stdout: &stdout, stderr: &stderr})
@@ -282,5 +286,26 @@ func TestStorageIdleSumsInKeyOrder(t *testing.T) {
 		if got := storageIdle(by); got != 1 {
 			t.Fatalf("storageIdle = %v; want 1 (device + ds_nic + port in key order; checkpoint and loader are not storage)", got)
 		}
+	}
+}
+
+// TestEvalPrintScenario: --print-scenario writes a generated scenario as
+// YAML that loads back as the same scenario, and runs nothing (no --out).
+func TestEvalPrintScenario(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"eval", "--scenario", "generated:3", "--print-scenario"}, &cmdEnv{stdout: &stdout, stderr: &stderr}); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	p := filepath.Join(t.TempDir(), "g3.yaml")
+	if err := os.WriteFile(p, stdout.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := twin.LoadScenario(p)
+	if err != nil {
+		t.Fatalf("printed scenario does not load: %v\n%s", err, stdout.String())
+	}
+	want, _ := twin.GenerateScenario(3)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("printed scenario loads as another scenario:\n%s", stdout.String())
 	}
 }

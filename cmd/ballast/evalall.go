@@ -40,7 +40,7 @@ func runEvalAll(ctx context.Context, env *cmdEnv, args []string) error {
 	seeds := fs.Int("seeds", 5, "seeds per scenario (1..N)")
 	jobs := fs.Int("jobs", 2, "scenario runs at once")
 	work := fs.String("work", "", "folder for the runs' outputs (default: a temporary folder, removed at the end)")
-	only := fs.String("scenarios", "", "comma-separated scenarios to run (default: all shipped)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run, shipped names or generated:N (default: all shipped)")
 	durs := fs.String("durations", defaultEvalDurations, `simulated duration per scenario, NAME=DURATION,...; "none" runs each scenario's own`)
 	if err := parseFlags(fs, args); err != nil {
 		return err

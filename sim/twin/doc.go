@@ -16,7 +16,7 @@
 //
 // Use:
 //
-//	sc, err := twin.LoadScenario("mixed")        // a shipped name or a file path
+//	sc, err := twin.LoadScenario("mixed")        // a shipped name, "generated:N" or a file path
 //	tw, err := twin.New(sc, seed, start)         // start: the simulated clock's origin
 //	for tw.Elapsed() < sc.Duration {
 //		tw.Step()                                 // one tick

@@ -23,81 +23,81 @@ var embedded embed.FS
 // into it. Every field is documented, with its unit and default, in
 // docs/scenarios.md.
 type Scenario struct {
-	Name        string        `yaml:"name"`
-	Description string        `yaml:"description"`
-	Tick        time.Duration `yaml:"tick"`
-	Duration    time.Duration `yaml:"duration"`
-	Topology    Topology      `yaml:"topology"`
-	Datasets    []Dataset     `yaml:"datasets"`
-	Workloads   []Workload    `yaml:"workloads"`
-	Faults      []Fault       `yaml:"faults"`
-	Migration   MigrationSpec `yaml:"migration"`
+	Name        string        `yaml:"name,omitempty"`
+	Description string        `yaml:"description,omitempty"`
+	Tick        time.Duration `yaml:"tick,omitempty"`
+	Duration    time.Duration `yaml:"duration,omitempty"`
+	Topology    Topology      `yaml:"topology,omitempty"`
+	Datasets    []Dataset     `yaml:"datasets,omitempty"`
+	Workloads   []Workload    `yaml:"workloads,omitempty"`
+	Faults      []Fault       `yaml:"faults,omitempty"`
+	Migration   MigrationSpec `yaml:"migration,omitempty"`
 }
 
 // Topology is the hardware of the simulated cluster.
 type Topology struct {
-	MDS         int           `yaml:"mds"`
-	DataServers []DSGroup     `yaml:"data_servers"`
-	Clients     []ClientGroup `yaml:"clients"`
+	MDS         int           `yaml:"mds,omitempty"`
+	DataServers []DSGroup     `yaml:"data_servers,omitempty"`
+	Clients     []ClientGroup `yaml:"clients,omitempty"`
 	// NetRTTMicros is the client↔DS round trip of one NFS RPC on an idle
 	// network, in µs.
-	NetRTTMicros float64 `yaml:"net_rtt_us"`
+	NetRTTMicros float64 `yaml:"net_rtt_us,omitempty"`
 }
 
 // DSGroup is a set of identical data servers that form one pool (tier).
 type DSGroup struct {
-	NamePrefix  string  `yaml:"name_prefix"`
-	Count       int     `yaml:"count"`
-	Pool        string  `yaml:"pool"`
-	Drives      int     `yaml:"drives"`
-	Spares      int     `yaml:"spares"`
-	Drive       Drive   `yaml:"drive"`
-	NICGbps     float64 `yaml:"nic_gbps"`
-	PortGbps    float64 `yaml:"port_gbps"`
-	CounterBits int     `yaml:"diskstats_counter_bits"`
+	NamePrefix  string  `yaml:"name_prefix,omitempty"`
+	Count       int     `yaml:"count,omitempty"`
+	Pool        string  `yaml:"pool,omitempty"`
+	Drives      int     `yaml:"drives,omitempty"`
+	Spares      int     `yaml:"spares,omitempty"`
+	Drive       Drive   `yaml:"drive,omitempty"`
+	NICGbps     float64 `yaml:"nic_gbps,omitempty"`
+	PortGbps    float64 `yaml:"port_gbps,omitempty"`
+	CounterBits int     `yaml:"diskstats_counter_bits,omitempty"`
 }
 
 // Drive is the performance envelope of one NVMe drive model.
 type Drive struct {
-	Model          string  `yaml:"model"`
-	CapacityGB     float64 `yaml:"capacity_gb"`
-	ReadMBps       float64 `yaml:"read_mbps"`
-	WriteMBps      float64 `yaml:"write_mbps"`
-	ReadIOPS       float64 `yaml:"read_iops"`
-	WriteIOPS      float64 `yaml:"write_iops"`
-	ReadLatencyUS  float64 `yaml:"read_latency_us"`
-	WriteLatencyUS float64 `yaml:"write_latency_us"`
-	EndurancePBW   float64 `yaml:"endurance_pbw"`
-	AgeHours       float64 `yaml:"age_hours"`
+	Model          string  `yaml:"model,omitempty"`
+	CapacityGB     float64 `yaml:"capacity_gb,omitempty"`
+	ReadMBps       float64 `yaml:"read_mbps,omitempty"`
+	WriteMBps      float64 `yaml:"write_mbps,omitempty"`
+	ReadIOPS       float64 `yaml:"read_iops,omitempty"`
+	WriteIOPS      float64 `yaml:"write_iops,omitempty"`
+	ReadLatencyUS  float64 `yaml:"read_latency_us,omitempty"`
+	WriteLatencyUS float64 `yaml:"write_latency_us,omitempty"`
+	EndurancePBW   float64 `yaml:"endurance_pbw,omitempty"`
+	AgeHours       float64 `yaml:"age_hours,omitempty"`
 }
 
 // ClientGroup is a set of identical client (GPU) nodes with one pNFS mount
 // each.
 type ClientGroup struct {
-	NamePrefix  string  `yaml:"name_prefix"`
-	Count       int     `yaml:"count"`
-	GPUs        int     `yaml:"gpus"`
-	GPUModel    string  `yaml:"gpu_model"`
-	NICGbps     float64 `yaml:"nic_gbps"`
-	PortGbps    float64 `yaml:"port_gbps"`
-	ReadAheadKB float64 `yaml:"read_ahead_kb"`
-	RsizeKB     float64 `yaml:"rsize_kb"`
+	NamePrefix  string  `yaml:"name_prefix,omitempty"`
+	Count       int     `yaml:"count,omitempty"`
+	GPUs        int     `yaml:"gpus,omitempty"`
+	GPUModel    string  `yaml:"gpu_model,omitempty"`
+	NICGbps     float64 `yaml:"nic_gbps,omitempty"`
+	PortGbps    float64 `yaml:"port_gbps,omitempty"`
+	ReadAheadKB float64 `yaml:"read_ahead_kb,omitempty"`
+	RsizeKB     float64 `yaml:"rsize_kb,omitempty"`
 }
 
 // Dataset is a set of files laid out over a pool's devices.
 type Dataset struct {
-	Name       string  `yaml:"name"`
-	Pool       string  `yaml:"pool"`
-	Files      int     `yaml:"files"`
-	FileSizeMB float64 `yaml:"file_size_mb"`
-	Layout     Layout  `yaml:"layout"`
+	Name       string  `yaml:"name,omitempty"`
+	Pool       string  `yaml:"pool,omitempty"`
+	Files      int     `yaml:"files,omitempty"`
+	FileSizeMB float64 `yaml:"file_size_mb,omitempty"`
+	Layout     Layout  `yaml:"layout,omitempty"`
 }
 
 // Layout is a flex-files striping layout.
 type Layout struct {
-	StripeUnitKB float64 `yaml:"stripe_unit_kb"`
-	StripeCount  int     `yaml:"stripe_count"`
-	Placement    string  `yaml:"placement"`
+	StripeUnitKB float64 `yaml:"stripe_unit_kb,omitempty"`
+	StripeCount  int     `yaml:"stripe_count,omitempty"`
+	Placement    string  `yaml:"placement,omitempty"`
 }
 
 // Placement policies for new files.
@@ -116,42 +116,42 @@ const (
 
 // Workload is one job running on a group of clients.
 type Workload struct {
-	Name    string        `yaml:"name"`
-	Kind    string        `yaml:"kind"`
-	Clients string        `yaml:"clients"`
-	First   int           `yaml:"first"`
-	Count   int           `yaml:"count"`
-	Dataset string        `yaml:"dataset"`
-	Start   time.Duration `yaml:"start"`
-	End     time.Duration `yaml:"end"`
+	Name    string        `yaml:"name,omitempty"`
+	Kind    string        `yaml:"kind,omitempty"`
+	Clients string        `yaml:"clients,omitempty"`
+	First   int           `yaml:"first,omitempty"`
+	Count   int           `yaml:"count,omitempty"`
+	Dataset string        `yaml:"dataset,omitempty"`
+	Start   time.Duration `yaml:"start,omitempty"`
+	End     time.Duration `yaml:"end,omitempty"`
 
 	// training
-	SamplesPerSec  float64     `yaml:"samples_per_sec"`
-	BytesPerSample float64     `yaml:"bytes_per_sample"`
-	PrefetchMB     float64     `yaml:"prefetch_mb"`
-	Workers        int         `yaml:"workers"`
-	ReadKB         float64     `yaml:"read_kb"`
-	Checkpoint     *Checkpoint `yaml:"checkpoint"`
+	SamplesPerSec  float64     `yaml:"samples_per_sec,omitempty"`
+	BytesPerSample float64     `yaml:"bytes_per_sample,omitempty"`
+	PrefetchMB     float64     `yaml:"prefetch_mb,omitempty"`
+	Workers        int         `yaml:"workers,omitempty"`
+	ReadKB         float64     `yaml:"read_kb,omitempty"`
+	Checkpoint     *Checkpoint `yaml:"checkpoint,omitempty"`
 
 	// inference and analytics
-	Streams     int     `yaml:"streams"`
-	QueueDepth  int     `yaml:"queue_depth"`
-	RateMBps    float64 `yaml:"rate_mbps"`
-	HotFraction float64 `yaml:"hot_fraction"`
+	Streams     int     `yaml:"streams,omitempty"`
+	QueueDepth  int     `yaml:"queue_depth,omitempty"`
+	RateMBps    float64 `yaml:"rate_mbps,omitempty"`
+	HotFraction float64 `yaml:"hot_fraction,omitempty"`
 }
 
 // Checkpoint is the periodic checkpoint of a training job.
 type Checkpoint struct {
-	SizeGB   float64       `yaml:"size_gb"`
-	Interval time.Duration `yaml:"interval"`
-	Jitter   time.Duration `yaml:"jitter"`
-	Mode     string        `yaml:"mode"`
-	Keep     int           `yaml:"keep"`
-	Pool     string        `yaml:"pool"`
-	Layout   Layout        `yaml:"layout"`
-	WriteKB  float64       `yaml:"write_kb"`
-	Depth    int           `yaml:"queue_depth"`
-	First    time.Duration `yaml:"first"`
+	SizeGB   float64       `yaml:"size_gb,omitempty"`
+	Interval time.Duration `yaml:"interval,omitempty"`
+	Jitter   time.Duration `yaml:"jitter,omitempty"`
+	Mode     string        `yaml:"mode,omitempty"`
+	Keep     int           `yaml:"keep,omitempty"`
+	Pool     string        `yaml:"pool,omitempty"`
+	Layout   Layout        `yaml:"layout,omitempty"`
+	WriteKB  float64       `yaml:"write_kb,omitempty"`
+	Depth    int           `yaml:"queue_depth,omitempty"`
+	First    time.Duration `yaml:"first,omitempty"`
 }
 
 // Checkpoint modes.
@@ -173,43 +173,43 @@ const (
 
 // Fault is one injected fault with its timing.
 type Fault struct {
-	Kind  string        `yaml:"kind"`
-	Start time.Duration `yaml:"start"`
+	Kind  string        `yaml:"kind,omitempty"`
+	Start time.Duration `yaml:"start,omitempty"`
 	// End is when the fault stops (for failing_drive: when the drive
 	// fails). Zero means it lasts to the end of the run.
-	End time.Duration `yaml:"end"`
+	End time.Duration `yaml:"end,omitempty"`
 
-	Device   string  `yaml:"device"`   // failing_drive, slow_drive
-	DS       string  `yaml:"ds"`       // node_loss
-	Port     string  `yaml:"port"`     // port_saturation
-	Pool     string  `yaml:"pool"`     // capacity_pressure
-	Dataset  string  `yaml:"dataset"`  // hot_shard
-	Workload string  `yaml:"workload"` // workload_shift
-	Files    []int   `yaml:"files"`    // hot_shard
-	Share    float64 `yaml:"share"`    // hot_shard
-	Factor   float64 `yaml:"factor"`   // slow_drive, workload_shift
-	Gbps     float64 `yaml:"gbps"`     // port_saturation
-	MBps     float64 `yaml:"mbps"`     // capacity_pressure
+	Device   string  `yaml:"device,omitempty"`   // failing_drive, slow_drive
+	DS       string  `yaml:"ds,omitempty"`       // node_loss
+	Port     string  `yaml:"port,omitempty"`     // port_saturation
+	Pool     string  `yaml:"pool,omitempty"`     // capacity_pressure
+	Dataset  string  `yaml:"dataset,omitempty"`  // hot_shard
+	Workload string  `yaml:"workload,omitempty"` // workload_shift
+	Files    []int   `yaml:"files,omitempty"`    // hot_shard
+	Share    float64 `yaml:"share,omitempty"`    // hot_shard
+	Factor   float64 `yaml:"factor,omitempty"`   // slow_drive, workload_shift
+	Gbps     float64 `yaml:"gbps,omitempty"`     // port_saturation
+	MBps     float64 `yaml:"mbps,omitempty"`     // capacity_pressure
 
 	// failing_drive
-	MediaErrors float64 `yaml:"media_errors"`
-	FinalSpare  float64 `yaml:"final_spare"`
-	WearRise    float64 `yaml:"wear_rise"`
-	TempExcursC float64 `yaml:"temp_excursion_c"`
-	OutlierRate float64 `yaml:"outlier_rate"`
-	FinalSpeed  float64 `yaml:"final_speed"`
+	MediaErrors float64 `yaml:"media_errors,omitempty"`
+	FinalSpare  float64 `yaml:"final_spare,omitempty"`
+	WearRise    float64 `yaml:"wear_rise,omitempty"`
+	TempExcursC float64 `yaml:"temp_excursion_c,omitempty"`
+	OutlierRate float64 `yaml:"outlier_rate,omitempty"`
+	FinalSpeed  float64 `yaml:"final_speed,omitempty"`
 	// Fail is refused when set: a failing_drive always fails at end. The
 	// field is kept only to answer scenarios that use it with a clear
 	// error instead of silently ignoring it.
-	Fail *bool `yaml:"fail"`
+	Fail *bool `yaml:"fail,omitempty"`
 }
 
 // MigrationSpec sets how fast data moves by default.
 type MigrationSpec struct {
 	// MBps caps one stripe copy; ThrottleMBps caps all copies together
 	// (0 = unlimited) until a throttle_migration action changes it.
-	MBps         float64 `yaml:"mbps"`
-	ThrottleMBps float64 `yaml:"throttle_mbps"`
+	MBps         float64 `yaml:"mbps,omitempty"`
+	ThrottleMBps float64 `yaml:"throttle_mbps,omitempty"`
 }
 
 // ScenarioNames lists the scenarios shipped inside the binary, sorted.
@@ -226,14 +226,18 @@ func ScenarioNames() []string {
 	return names
 }
 
-// LoadScenario loads a shipped scenario by name (see ScenarioNames) or a
-// scenario file by path. A name wins over a file of the same name only when
-// it contains no path separator and no ".yaml" suffix.
+// LoadScenario loads a shipped scenario by name (see ScenarioNames), a
+// generated one by "generated:SEED" (see GenerateScenario) or a scenario file
+// by path. A name wins over a file of the same name only when it contains no
+// path separator and no ".yaml" suffix.
 func LoadScenario(nameOrPath string) (*Scenario, error) {
+	if strings.HasPrefix(nameOrPath, GeneratedPrefix) {
+		return loadGenerated(nameOrPath)
+	}
 	if !strings.ContainsAny(nameOrPath, "/\\") && !strings.HasSuffix(nameOrPath, ".yaml") && !strings.HasSuffix(nameOrPath, ".yml") {
 		b, err := embedded.ReadFile(path.Join("scenarios", nameOrPath+".yaml"))
 		if err != nil {
-			return nil, fmt.Errorf("cannot load scenario %q: no such shipped scenario (have %s) and not a file path", nameOrPath, strings.Join(ScenarioNames(), ", "))
+			return nil, fmt.Errorf("cannot load scenario %q: no such shipped scenario (have %s, or generated:SEED) and not a file path", nameOrPath, strings.Join(ScenarioNames(), ", "))
 		}
 		return ParseScenario(bytes.NewReader(b), nameOrPath)
 	}
