@@ -40,7 +40,7 @@ func (c *mountstatsCollector) Collect(context.Context) ([]Sample, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot find own process in %q: %w", c.procRoot, err)
 	}
-	mounts, err := self.MountStats()
+	mounts, err := c.mountStats(self)
 	if err != nil {
 		return nil, notApplicableIfMissing(err, "mountstats")
 	}
@@ -191,4 +191,40 @@ func mountstatsSamples(mounts []*procfs.Mount, pnfs map[string]string) (out []Sa
 		)
 	}
 	return out, skipped
+}
+
+// mountStats is procfs' MountStats, with its panics turned into this
+// collector's error: procfs v0.21.1 indexes past its buffer on an RDMA
+// transport ("xprt: rdma") line of statvers 1.1 with more than 31 numbers
+// (found by FuzzMountstats, kept in testdata/fuzz), which a kernel that
+// adds RDMA counters would print. The error names the first such line, so
+// the operator sees why the host's NFS client statistics are missing; the
+// agent keeps running and its other collectors keep reporting.
+func (c *mountstatsCollector) mountStats(self procfs.Proc) (mounts []*procfs.Mount, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			mounts, err = nil, fmt.Errorf("cannot parse mountstats: procfs failed on %s (%v)", longRDMALine(filepath.Join(c.procRoot, "self/mountstats")), v)
+		}
+	}()
+	return self.MountStats()
+}
+
+// maxRDMAFields is the most numbers after "rdma" that procfs v0.21.1 reads
+// from an "xprt:" line of statvers 1.1 (its fieldTransport11RDMAMaxLen + 3).
+const maxRDMAFields = 31
+
+// longRDMALine describes the first "xprt: rdma" line of the mountstats
+// file at path with more numbers than procfs reads, or says there is none.
+func longRDMALine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "a malformed line"
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && f[0] == "xprt:" && f[1] == "rdma" && len(f)-2 > maxRDMAFields {
+			return fmt.Sprintf("line %d, an RDMA transport line with %d numbers (it reads at most %d)", i+1, len(f)-2, maxRDMAFields)
+		}
+	}
+	return "a malformed line"
 }
