@@ -197,9 +197,10 @@ func mountstatsSamples(mounts []*procfs.Mount, pnfs map[string]string) (out []Sa
 // collector's error: procfs v0.21.1 indexes past its buffer on an RDMA
 // transport ("xprt: rdma") line of statvers 1.1 with more than 31 numbers
 // (found by FuzzMountstats, kept in testdata/fuzz), which a kernel that
-// adds RDMA counters would print. The error names the first such line, so
-// the operator sees why the host's NFS client statistics are missing; the
-// agent keeps running and its other collectors keep reporting.
+// adds RDMA counters would print. The handler would recover the panic too,
+// but its message says nothing useful; this error names the first such
+// line, so the operator sees why the host's NFS client statistics are
+// missing.
 func (c *mountstatsCollector) mountStats(self procfs.Proc) (mounts []*procfs.Mount, err error) {
 	defer func() {
 		if v := recover(); v != nil {
