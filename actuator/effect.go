@@ -6,7 +6,6 @@ import (
 	"math"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -97,7 +96,7 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 
 // effectDigits is how many significant digits of a measured number an
 // effect keeps.
-const effectDigits = 10
+const effectDigits = models.JournalDigits
 
 // roundEffect rounds a measured number to effectDigits significant digits
 // and then to 6 decimals. The store does not give a number back to the
@@ -111,11 +110,7 @@ const effectDigits = 10
 // far above what verification compares (10 % changes) and a last-bit
 // difference reaches them only at a rounding boundary.
 func roundEffect(x float64) float64 {
-	v, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', effectDigits, 64), 64)
-	if err != nil { // ±Inf and NaN never reach here (callers drop them)
-		v = x
-	}
-	return math.Round(v*1e6) / 1e6
+	return math.Round(models.RoundSignificant(x, effectDigits)*1e6) / 1e6
 }
 
 // idRegex is an anchored alternation of the quoted ids, sorted.

@@ -1,7 +1,10 @@
 package models
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -102,4 +105,56 @@ func (f *Finding) Validate() error {
 		return fmt.Errorf("finding %q ends (%s) before it starts (%s)", f.ID, f.End, f.Start)
 	}
 	return nil
+}
+
+// JournalDigits is how many significant digits a finding's numbers (its
+// score and evidence values) keep when written out: to the findings
+// journal, the API, alerts and eval's findings.jsonl. The store does not
+// give a number back to the last bit (VictoriaMetrics keeps a block's
+// values as integers at one decimal scale, and which rows share a block
+// depends on its own flush and merge timers), so a number derived from it
+// can differ in its last bits between two runs over the same samples; ten
+// significant digits keep far more than any finding is judged on and
+// leave a last-bit difference visible only at a rounding boundary. The
+// actuator rounds the effects it measures the same way.
+const JournalDigits = 10
+
+// RoundSignificant rounds x to digits significant digits; NaN and ±Inf
+// are returned as they are.
+func RoundSignificant(x float64, digits int) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) || x == 0 {
+		return x
+	}
+	v, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', digits, 64), 64)
+	if err != nil {
+		return x
+	}
+	return v
+}
+
+// UnitUnixSeconds is the unit of evidence that is a point in time (Unix
+// seconds, millisecond resolution).
+const UnitUnixSeconds = "unix_seconds"
+
+// MarshalJSON writes the evidence with its value rounded to JournalDigits
+// significant digits, except a point in time (UnitUnixSeconds): that comes
+// from the clock at millisecond resolution, not from the store, and ten
+// digits of it would be whole seconds.
+func (e Evidence) MarshalJSON() ([]byte, error) {
+	type plain Evidence
+	p := plain(e)
+	if p.Unit != UnitUnixSeconds {
+		p.Value = RoundSignificant(p.Value, JournalDigits)
+	}
+	return json.Marshal(p)
+}
+
+// MarshalJSON writes the finding with its score, and through Evidence's
+// MarshalJSON its evidence values, rounded to JournalDigits significant
+// digits.
+func (f Finding) MarshalJSON() ([]byte, error) {
+	type plain Finding
+	p := plain(f)
+	p.Score = RoundSignificant(p.Score, JournalDigits)
+	return json.Marshal(p)
 }

@@ -70,7 +70,7 @@ func Findings(fs []*Forecast, opt Options) []models.Finding {
 			{Name: "growth", Value: math.Round(f.Growth), Unit: "bytes/day"},
 		}
 		if !next.Reached {
-			ev = append(ev, models.Evidence{Name: "predicted_date", Value: float64(mean.Unix()), Unit: "unix_seconds",
+			ev = append(ev, models.Evidence{Name: "predicted_date", Value: float64(mean.Unix()), Unit: models.UnitUnixSeconds,
 				Note: fmt.Sprintf("%s, %.0f %% interval %s to %s", mean.Format(time.RFC3339), 100*f.Coverage, dateOr(lo), dateOr(hi))})
 		}
 		for _, c := range f.Crossings {

@@ -332,9 +332,9 @@ func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) mode
 			p.Period.Round(time.Millisecond), p.Confidence, p.NextStart.UTC().Format(time.RFC3339), p.NextEnd.UTC().Format(time.RFC3339)),
 		Evidence: []models.Evidence{
 			{Name: "period_seconds", Value: r3(p.Period.Seconds()), Unit: "s"},
-			{Name: "next_expected", Value: float64(p.Next.UnixMilli()) / 1000, Unit: "unix_seconds"},
-			{Name: "next_start", Value: float64(p.NextStart.UnixMilli()) / 1000, Unit: "unix_seconds", Note: "window opens"},
-			{Name: "next_end", Value: float64(p.NextEnd.UnixMilli()) / 1000, Unit: "unix_seconds", Note: "window closes"},
+			{Name: "next_expected", Value: float64(p.Next.UnixMilli()) / 1000, Unit: models.UnitUnixSeconds},
+			{Name: "next_start", Value: float64(p.NextStart.UnixMilli()) / 1000, Unit: models.UnitUnixSeconds, Note: "window opens"},
+			{Name: "next_end", Value: float64(p.NextEnd.UnixMilli()) / 1000, Unit: models.UnitUnixSeconds, Note: "window closes"},
 			{Name: "confidence", Value: r3(p.Confidence)},
 			{Name: "dft_harmonic_share", Value: r3(p.DFTShare), Note: "share of spectral power on the harmonics of 1/period"},
 			{Name: "acf_at_period", Value: r3(p.ACF)},
