@@ -1,6 +1,8 @@
 // Package starvation attributes idle GPU time to the storage subject that
 // caused it. Each tick, every GPU whose utilisation fell below its own
-// recent level loses (level − utilisation) × dt GPU-seconds. Those seconds
+// recent level (seeded, when the analyzer first sees a GPU, from its
+// earlier utilisation where the caller knows it) loses
+// (level − utilisation) × dt GPU-seconds. Those seconds
 // are blamed on storage only when the node's storage path (the devices,
 // stripes, data servers and ports its LAYOUTSTATS and mountstats show it
 // reading from) is unhealthy: a subject that is down, saturated, flagged hot
@@ -64,6 +66,14 @@ type GPU struct {
 	Node string  // the GPU node it sits in
 	Job  string  // job it runs, "" when none
 	Util float64 // 0..1
+	// Before is the GPU's utilisation level from before the analyzer
+	// first saw it — its highest utilisation over the LevelTau before,
+	// read from stored history — or 0 (or NaN) when unknown. It is read
+	// only at that first sight, where it seeds the level (the larger of
+	// it and Util): an analyzer started while GPUs already starve (an
+	// mds restart, a failover) would otherwise take the starved
+	// utilisation for their level and never count the loss.
+	Before float64
 }
 
 // Path says that Node reads Share (0..1) of its bytes through Subject
@@ -307,6 +317,9 @@ func New(opts Options) (*Analyzer, error) {
 		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]*remembered{},
 	}, nil
 }
+
+// Options returns the analyzer's options, defaults filled in.
+func (a *Analyzer) Options() Options { return a.opts }
 
 // LostByCause returns the cumulative idle GPU-seconds by responsible subject
 // (its String form), "checkpoint:…" entries for checkpoint pauses, and
@@ -684,7 +697,9 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 }
 
 // Observe feeds one tick. now must not go backwards. The first tick only
-// learns GPU levels and latencies; losses are counted from the second.
+// learns GPU levels (seeded from GPU.Before where given) and latencies;
+// losses are counted from the second, and a GPU's from the tick after it
+// is first seen.
 func (a *Analyzer) Observe(now time.Time, in Input) error {
 	if !a.last.IsZero() && now.Before(a.last) {
 		return fmt.Errorf("cannot observe starvation tick at %s: before the previous tick %s", now.Format(time.RFC3339Nano), a.last.Format(time.RFC3339Nano))
@@ -725,24 +740,36 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if !(g.Util >= 0 && g.Util <= 1.5) {
 			return fmt.Errorf("cannot use utilisation of GPU %q: %v is not a ratio", g.ID, g.Util)
 		}
+		if !(g.Before >= 0 && g.Before <= 1.5) && !math.IsNaN(g.Before) {
+			return fmt.Errorf("cannot use earlier utilisation of GPU %q: %v is not a ratio", g.ID, g.Before)
+		}
 		if i > 0 && gpus[i-1].ID == g.ID {
 			return fmt.Errorf("cannot use utilisation of GPU %q: listed twice", g.ID)
 		}
 		lvl, ok := a.level[g.ID]
+		if !ok {
+			// First sight: nothing to compare with yet; the level is what
+			// the GPU reached before (its history), if higher.
+			a.level[g.ID] = g.Util
+			if g.Before > g.Util { // false for NaN
+				a.level[g.ID] = g.Before
+			}
+			continue
+		}
 		// The level follows utilisation up at once; it sinks slowly, and
 		// only while the loss is not blamed on storage or a checkpoint:
 		// an hour-long storage fault must not teach the GPU that starving
 		// is normal.
 		sink := func() {
-			if ok && dt > 0 && g.Util < lvl {
+			if dt > 0 && g.Util < lvl {
 				a.level[g.ID] = lvl + (g.Util-lvl)*(1-math.Exp(-dt/a.opts.LevelTau.Seconds()))
 			}
 		}
-		if !ok || g.Util > lvl {
+		if g.Util > lvl {
 			a.level[g.ID] = g.Util
 		}
 		drop := lvl - g.Util
-		if !ok || dt == 0 || drop < a.opts.MinDrop {
+		if dt == 0 || drop < a.opts.MinDrop {
 			sink()
 			continue
 		}

@@ -214,6 +214,7 @@ func TestRejectsBadInput(t *testing.T) {
 	bad := []Input{
 		{GPUs: []GPU{{ID: "g", Util: math.NaN()}}},
 		{GPUs: []GPU{{ID: "g", Util: 0.5}, {ID: "g", Util: 0.5}}},
+		{GPUs: []GPU{{ID: "g", Util: 0.5, Before: -1}}},
 		{Paths: []Path{{Node: "n", Subject: subj(models.SubjectDevice, "d"), Share: 2}}},
 		{Health: []Health{{Subject: subj(models.SubjectDevice, "d")}, {Subject: subj(models.SubjectDevice, "d")}}},
 	}
@@ -626,5 +627,58 @@ func TestPauseLastsWhileGPUsStayStopped(t *testing.T) {
 	step(2)
 	if lost := a.LostByCause(); lost["device:ds1/nvme2"] == 0 {
 		t.Errorf("GPUs at 0.3 after the burst: lost %v; want the saturated device blamed", lost)
+	}
+}
+
+// TestLevelFromBefore: the analyzer starts while a device saturated by a
+// hot shard already starves n0's GPUs (at 0.5) and n1's GPUs are idle
+// for a reason that is not storage (at 0.2). With the GPUs' earlier
+// utilisation (0.9, from stored history) their loss is counted from the
+// second tick, n0's on the device; without it they take the starved
+// utilisation for their level and nothing is counted. A GPU seen before
+// ignores Before, and a Before below the utilisation changes nothing.
+func TestLevelFromBefore(t *testing.T) {
+	run := func(before float64) map[string]float64 {
+		t.Helper()
+		a, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster()
+		h := c.health[subj(models.SubjectDevice, "ds0/nvme1")]
+		h.Util, h.Latency = 0.97, 0.006
+		c.util["n0"], c.util["n1"] = 0.5, 0.2
+		for i := range 4 {
+			in := c.input()
+			for k := range in.GPUs {
+				in.GPUs[k].Before = before
+				if i > 0 {
+					in.GPUs[k].Before = 1 // seen before: ignored
+				}
+			}
+			if err := a.Observe(t0.Add(time.Duration(i)*10*time.Second), in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return a.LostByCause()
+	}
+	lost := run(0.9)
+	// Three ticks of 8 GPUs losing 0.4 of 10 s: 96 GPU-seconds.
+	if got := lost["device:ds0/nvme1"]; math.Abs(got-96) > 1e-6 {
+		t.Errorf("with earlier utilisation 0.9: device:ds0/nvme1 blamed for %v GPU-s; want 96: %v", got, lost)
+	}
+	// n1 loses 0.7, its level sinking a little (LevelTau) while the
+	// loss is not storage's; n2 and n3 run at their 0.9.
+	if got := lost[NotStorage]; got < 166 || got > 168 {
+		t.Errorf("with earlier utilisation 0.9: not-storage %v GPU-s; want just under 168 (n1): %v", got, lost)
+	}
+	if len(lost) != 2 {
+		t.Errorf("with earlier utilisation 0.9: lost %v; want the device and not-storage only", lost)
+	}
+	for _, before := range []float64{0, math.NaN(), 0.1} {
+		lost := run(before)
+		if lost["device:ds0/nvme1"] != 0 || lost[NotStorage] != 0 {
+			t.Errorf("earlier utilisation %v: lost %v; want nothing (the level is the first utilisation)", before, lost)
+		}
 	}
 }

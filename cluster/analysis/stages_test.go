@@ -522,6 +522,20 @@ func TestHotspotGatesDevicesOnDriveUtilisation(t *testing.T) {
 	}
 }
 
+// threeNodesOnDS00 is a tick in which gpu00, gpu01 and gpu02 each read
+// 1 GB from each of ds00's two devices in 100 reads of 20 ms.
+func threeNodesOnDS00() []models.StripeDelta {
+	var tick []models.StripeDelta
+	for _, node := range []string{"gpu00", "gpu01", "gpu02"} {
+		for k := range 2 {
+			d := delta(fmt.Sprintf("ds00/nvme%dn1", k), "ds00", 10*time.Second, 100, 1e9, 0, 0, 20*time.Millisecond)
+			d.Client = node
+			tick = append(tick, d)
+		}
+	}
+	return tick
+}
+
 // TestStarvationBlamesASaturatedClientNIC: two GPU nodes read from the
 // same healthy devices and both drop from full utilisation to half. The
 // one whose own NIC receives at line rate is starved by it (client
@@ -533,14 +547,7 @@ func TestStarvationBlamesASaturatedClientNIC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tick []models.StripeDelta
-	for _, node := range []string{"gpu00", "gpu01", "gpu02"} {
-		for k := range 2 {
-			d := delta(fmt.Sprintf("ds00/nvme%dn1", k), "ds00", 10*time.Second, 100, 1e9, 0, 0, 20*time.Millisecond)
-			d.Client = node
-			tick = append(tick, d)
-		}
-	}
+	tick := threeNodesOnDS00()
 	query := func(util, rx0, tx2 float64) exprQuerier {
 		q := exprQuerier{nicSpeedQuery: {
 			series("", 3.125e9, "node", "gpu00", "device", "eth0"),
@@ -581,5 +588,74 @@ func TestStarvationBlamesASaturatedClientNIC(t *testing.T) {
 		if cause != "client:gpu00" && cause != starvation.NotStorage {
 			t.Errorf("%s blamed (%v GPU-s); want only client:gpu00", cause, lost[cause])
 		}
+	}
+}
+
+// TestStarvationLevelFromHistory: the mds starts while gpu00's own NIC
+// receives at line rate and its GPUs run at half; they ran at full
+// utilisation before (the store's history). Its loss is counted from the
+// stage's second tick and blamed on its NIC; gpu01, at half with its NIC
+// at a third, is idle for a reason that is not storage; gpu02 has no
+// history (a node new to the store) and keeps its first utilisation for
+// its level. The history is read once, at the first sight of each GPU;
+// when that query fails the stage still runs, and the level is the first
+// utilisation.
+func TestStarvationLevelFromHistory(t *testing.T) {
+	tick := threeNodesOnDS00()
+	hq := gpuHistoryQuery(30 * time.Minute)
+	if !strings.Contains(hq, "[1800s]") {
+		t.Errorf("history query %q; want the analyzer's LevelTau, 30 min", hq)
+	}
+	query := func(a *Analysis) exprQuerier {
+		q := exprQuerier{nicSpeedQuery: {
+			series("", 3.125e9, "node", "gpu00", "device", "eth0"),
+			series("", 3.125e9, "node", "gpu01", "device", "eth0"),
+			series("", 3.125e9, "node", "gpu02", "device", "eth0"),
+		}}
+		for _, k := range []string{a.st.nicReceiveQuery(), a.st.nicRateQuery()} {
+			q[k] = []storage.Series{
+				series("", 0.98*3.125e9, "node", "gpu00", "device", "eth0"),
+				series("", 1e9, "node", "gpu01", "device", "eth0"),
+				series("", 1e9, "node", "gpu02", "device", "eth0"),
+			}
+		}
+		for _, node := range []string{"gpu00", "gpu01", "gpu02"} {
+			for g := range 4 {
+				q[gpuQuery] = append(q[gpuQuery], series("ballast_gpu_utilization_ratio", 0.5, "node", node, "gpu", fmt.Sprint(g)))
+				if node != "gpu02" {
+					q[hq] = append(q[hq], series("ballast_gpu_utilization_ratio", 1, "node", node, "gpu", fmt.Sprint(g)))
+				}
+			}
+		}
+		return q
+	}
+	run := func(failing bool) map[string]float64 {
+		t.Helper()
+		a, err := New(nil, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var q Querier = query(a)
+		if failing {
+			q = failingQuerier{query(a), hq}
+		}
+		for s := range 3 {
+			starvationTick(t, a, s, q, tick)
+		}
+		return a.st.an.LostByCause()
+	}
+	lost := run(false)
+	// Two ticks of 4 GPUs losing half of 10 s: 40 GPU-seconds per node.
+	if got := lost["client:gpu00"]; math.Abs(got-40) > 1e-6 {
+		t.Errorf("client:gpu00 blamed for %v GPU-s; want 40 (its NIC receives at 98 %%, its GPUs were at 1): %v", got, lost)
+	}
+	if got := lost[starvation.NotStorage]; got < 39 || got > 40 {
+		t.Errorf("not-storage %v GPU-s; want just under 40 (gpu01 only; gpu02 has no history): %v", got, lost)
+	}
+	if len(lost) != 2 {
+		t.Errorf("lost %v; want client:gpu00 and not-storage only", lost)
+	}
+	if lost := run(true); len(lost) != 0 {
+		t.Errorf("history query failing: lost %v; want nothing (levels are the first utilisation)", lost)
 	}
 }

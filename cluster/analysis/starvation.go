@@ -21,6 +21,12 @@ const latencySmoothing = 30 * time.Second
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
+// gpuHistoryQuery reads every GPU's highest utilisation over window: the
+// level a GPU had reached before the stage first saw it (GPU.Before).
+func gpuHistoryQuery(window time.Duration) string {
+	return fmt.Sprintf(`max_over_time(ballast_gpu_utilization_ratio[%ds]) keep_metric_names`, int(window.Seconds()))
+}
+
 // nicSpeedQuery reads each agent's NIC link speeds (bytes/s); a link
 // without one (virtual, down, a host whose agent predates the series)
 // has none.
@@ -92,7 +98,9 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 	return out, nil
 }
 
-// starvationStage feeds analyzer/starvation: GPU utilisation from DCGM,
+// starvationStage feeds analyzer/starvation: GPU utilisation from DCGM
+// (and, at the first sight of a GPU, its highest utilisation in the store
+// over LevelTau: before),
 // each node's read paths from the tick's stripe deltas (the analyzer
 // remembers them while a node goes quiet), the health of stripes, devices
 // and DSs from the tick's LAYOUTSTATS sums (latency), a DS's NIC
@@ -124,6 +132,12 @@ type starvationStage struct {
 	last time.Time
 	// episodes are every episode on its own, by id, for scoring.
 	episodes map[string]starvation.Episode
+	// seen are the GPUs the analyzer has had; a GPU not among them gets
+	// its earlier level from the store (before).
+	seen map[string]bool
+	// historyFailing is set while the history query fails, so the failure
+	// is logged once.
+	historyFailing bool
 }
 
 func newStarvationStage(a *Analysis) (*starvationStage, error) {
@@ -132,7 +146,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 		return nil, err
 	}
 	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
-		episodes: map[string]starvation.Episode{}}, nil
+		episodes: map[string]starvation.Episode{}, seen: map[string]bool{}}, nil
 }
 
 func (s *starvationStage) Name() string { return "starvation" }
@@ -162,6 +176,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		}
 		in.GPUs = append(in.GPUs, starvation.GPU{ID: id, Node: node, Job: job, Util: min(max(v, 0), 1)})
 	}
+	s.before(ctx, now, in.GPUs)
 
 	// Paths at device level: the analyzer remembers paths and topology
 	// per device anyway, and listing every stripe a node touched (tens of
@@ -330,6 +345,51 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	s.recordBlame(now)
 	s.recordEpisodes()
 	return s.an.Findings(now), nil
+}
+
+// before sets GPU.Before of the GPUs the analyzer has not had yet — all
+// of them at the mds's first tick — to their highest utilisation in the
+// store over the analyzer's LevelTau, one query for all. An mds that
+// starts (or restarts, or takes over as leader) while GPUs already starve
+// then counts their loss against the level they had, as one that had been
+// running would. A failed query is logged once and leaves Before unknown.
+func (s *starvationStage) before(ctx context.Context, now time.Time, gpus []starvation.GPU) {
+	fresh := false
+	for _, g := range gpus {
+		if !s.seen[g.ID] {
+			fresh = true
+			break
+		}
+	}
+	if !fresh {
+		return
+	}
+	q := gpuHistoryQuery(s.an.Options().LevelTau)
+	series, err := s.a.q.Query(ctx, q, now)
+	if err != nil {
+		if !s.historyFailing {
+			s.a.opts.Logger.Warn("starvation: cannot read GPU utilisation history; GPUs seen for the first time take their current utilisation as their level", "query", q, "err", err)
+		}
+		s.historyFailing = true
+		series = nil
+	} else {
+		s.historyFailing = false
+	}
+	hist := map[string]float64{}
+	for i := range series {
+		sr := &series[i]
+		if v, ok := lastValue(sr); ok && v >= 0 && sr.Label("node") != "" {
+			id := sr.Label("node") + "/" + sr.Label("gpu")
+			hist[id] = max(hist[id], min(v, 1))
+		}
+	}
+	for i := range gpus {
+		g := &gpus[i]
+		if !s.seen[g.ID] {
+			g.Before = hist[g.ID]
+			s.seen[g.ID] = true
+		}
+	}
 }
 
 // recordEpisodes keeps the latest form of every episode, for scoring:
