@@ -244,7 +244,7 @@ func (t *Twin) endFault(i int, now float64) {
 		t.rebootDS(fs.ds)
 	case FaultCapacityPressure:
 		// the other tenant cleans up: its bytes are deleted
-		for k, d := range t.pools[fs.pool].devices {
+		for k, d := range t.pools[fs.pool].devices[:min(len(fs.fillDev), len(t.pools[fs.pool].devices))] {
 			t.dev[d].used = max(0, t.dev[d].used-fs.fillDev[k])
 			fs.fillDev[k] = 0
 		}
@@ -377,6 +377,10 @@ func (t *Twin) addFaultFlows() {
 			}
 		case FaultCapacityPressure:
 			devs := t.pools[fs.pool].devices
+			// a spare brought online joins the pool after the fault began
+			for len(fs.fillDev) < len(devs) {
+				fs.fillDev = append(fs.fillDev, 0)
+			}
 			per := fs.f.MBps * 1e6 * t.dt / float64(len(devs))
 			for k, d := range devs {
 				dv := &t.dev[d]

@@ -168,3 +168,24 @@ func TestPromoteSpareReplacesDevice(t *testing.T) {
 		t.Fatalf("spare wrote %.0f bytes by SMART but holds %.0f", hs[2].DataUnitsWritten*512000, tw.dev[sp].used)
 	}
 }
+
+// A spare brought online joins its pool while a capacity_pressure fault
+// fills that pool: the fill must reach the new device too, not index past
+// the devices the pool had when the fault began (generated:9 crashed so).
+func TestSpareOnlineDuringCapacityPressure(t *testing.T) {
+	y := strings.Replace(hotDevice, "drives: 2, pool: fast", "drives: 2, spares: 1, pool: fast", 1)
+	y = strings.Replace(y, "faults:\n", "faults:\n  - {kind: capacity_pressure, pool: fast, mbps: 800, start: 0s, end: 60s}\n", 1)
+	tw := build(t, y)
+	tw.Run(10)
+	if err := tw.SetDeviceState(tw.DeviceID("ds01/nvme2n1"), "online"); err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(60)
+	sp := tw.findDevice("ds01/nvme2n1")
+	if tw.dev[sp].spare {
+		t.Fatal("ds01/nvme2n1 is still a spare")
+	}
+	if u := tw.dev[sp].used; u > 1 {
+		t.Fatalf("the fault ended, yet the new device holds %.0f bytes of its fill", u)
+	}
+}
