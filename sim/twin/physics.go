@@ -53,6 +53,7 @@ type flow struct {
 	slowDev int32 // unused by streams (their slowest stripes are on the stream), -1
 	slowNet int32 // as slowDev
 	errSubj int32 // subject index an error is blamed on
+	seg     uint8 // the stream's file this tick (stream.segs)
 }
 
 // maxPath is the most resources a flow crosses: a copy between data
@@ -170,10 +171,11 @@ func (t *Twin) Run(n int64) {
 // sequential reads, queue depth × fetch size for random reads and writes);
 // by Little's law it cannot move more than window ÷ latency per second,
 // where latency is that of its slowest device plus the network round trip.
+// A data-loader worker whose file ends within the tick goes on into its
+// next files (chainFiles).
 func (t *Twin) addStreamFlows(si int32) {
 	st := &t.streams[si]
 	c := &t.cli[st.client]
-	fl := &t.files[st.file]
 	var req, window, amp float64
 	write := st.kind == streamWrite
 	switch st.kind {
@@ -192,11 +194,39 @@ func (t *Twin) addStreamFlows(si int32) {
 		amp = 1
 	}
 	req = max(req, 4096)
-	invReq := 1 / req
+	st.segs = st.segs[:0]
+	lat, downDS, failed := t.stripeTimes(st, st.file, req, write)
+	lat += req / c.nicBW
+	if st.gpu >= 0 && st.kind == streamSeqRead && downDS < 0 && !failed {
+		t.chainFiles(si, st, req, window, lat)
+		return
+	}
+	wantWire := st.want * amp
+	if math.IsInf(wantWire, 1) {
+		wantWire = 1e30
+	}
+	capWire := window/lat*t.dt + st.credit*amp
+	if st.kind == streamSeqRead && st.gpu < 0 {
+		// a file end mid-tick leaves the rest of the tick to the next file:
+		// carry it over instead of losing it
+		st.credit = max(0, min(st.desired*amp, capWire)-wantWire) / amp
+	}
+	if st.gpu >= 0 {
+		// a loader worker on an unreadable file reads only that file
+		wantWire = min(wantWire, t.files[st.file].size-st.pos)
+	}
+	t.addFileFlows(si, st, st.file, wantWire, min(wantWire, capWire), req, amp, downDS)
+}
+
+// stripeTimes fills st.slowest with the stripes of file f that set the
+// stream's latency this tick and returns that latency (device plus queued
+// network round trip), the data server found down (-1 none) and whether a
+// device of the file is unavailable.
+func (t *Twin) stripeTimes(st *stream, f int32, req float64, write bool) (worst float64, downDS int32, failed bool) {
+	fl := &t.files[f]
 	rtt := t.sc.Topology.NetRTTMicros * 1e-6
 	ch := len(t.ds) + int(st.client)
-	worst := 0.0
-	downDS := int32(-1)
+	downDS = -1
 	// each stripe's time through device and network, and which of the two
 	// dominates it (slowPart.lat is reused as the stripe's time)
 	st.slowest = st.slowest[:0]
@@ -204,6 +234,7 @@ func (t *Twin) addStreamFlows(si int32) {
 		d := t.stripes[s].dev
 		c := &t.dtk[d]
 		if !c.avail {
+			failed = true
 			if t.ds[t.dev[d].ds].down {
 				downDS = t.dev[d].ds
 			}
@@ -235,18 +266,95 @@ func (t *Twin) addStreamFlows(si int32) {
 		}
 	}
 	st.slowest = kept
-	lat := worst + req/c.nicBW
-	wantWire := st.want * amp
-	if math.IsInf(wantWire, 1) {
-		wantWire = 1e30
+	return worst, downDS, failed
+}
+
+// maxOpens is how many more files a data-loader worker opens in one tick
+// at most (docs/scenarios.md): it bounds the twin's work per tick; at the
+// generator's smallest shards and highest demand a worker needs fewer.
+const maxOpens = 16
+
+// chainFiles is a data-loader worker's tick (docs/scenarios.md, "data
+// loaders"): it reads on in its file and, when the file ends within the
+// tick, opens the next one and reads on there, as a real worker does,
+// instead of waiting for the next tick. Each file it opens costs the
+// OPEN and LAYOUTGET round trips to the MDS and the first read's latency
+// (the read-ahead window refills from empty), during which it moves no
+// bytes. Its bytes are bounded by its window ÷ latency over the time left,
+// file by file; what the window could not fetch in the last file is its
+// shortfall, blamed as any stream's is; what the opens took is not wanted
+// (the loader's, not storage's).
+func (t *Twin) chainFiles(si int32, st *stream, req, window, lat float64) {
+	j := &t.jobs[st.job]
+	rtt := t.sc.Topology.NetRTTMicros * 1e-6
+	st.credit = 0
+	w, left, opened := st.want, t.dt, 0.0
+	f, start := st.file, st.pos
+	for {
+		rate := window / lat
+		rem := t.files[f].size - start
+		can := rate * max(0, left)
+		if w <= rem || can < rem || len(st.segs) >= maxOpens {
+			// the tick ends in this file: of the shortfall, what the opens'
+			// time would have fetched at this file's rate is the loader's
+			// (not wanted), the rest the window's; past maxOpens files the
+			// rest of the tick is the loader's too
+			d := min(w, can, rem)
+			want := w - min(w-d, rate*opened)
+			if d == rem && w > rem {
+				want = rem
+			}
+			t.addFileFlows(si, st, f, want, d, req, 1, -1)
+			st.segs[len(st.segs)-1].start = start
+			return
+		}
+		t.addFileFlows(si, st, f, rem, rem, req, 1, -1)
+		st.segs[len(st.segs)-1].start = start
+		w -= rem
+		left -= rem / rate
+		// the next file: its open, then its first read's latency
+		f, start = t.nextLoaderFile(j, st), 0
+		t.cli[st.client].opens++
+		l, downDS, failed := t.stripeTimes(st, f, req, false)
+		lat = l + req/t.cli[st.client].nicBW
+		open := 2*rtt + lat
+		left -= open
+		opened += open
+		if downDS >= 0 || failed {
+			// an unreadable file ends the chain, read as a stream's only
+			// file is: a lost data server hangs it, a failed device fails
+			// its stripes there; the stream then skips it or waits as usual
+			want := min(w, t.files[f].size)
+			d := 0.0
+			if downDS < 0 {
+				d = min(want, window/lat*max(0, left))
+			}
+			t.addFileFlows(si, st, f, want, d, req, 1, downDS)
+			return
+		}
 	}
-	capWire := window/lat*t.dt + st.credit*amp
-	if st.kind == streamSeqRead {
-		// a file end mid-tick leaves the rest of the tick to the next file:
-		// carry it over instead of losing it
-		st.credit = max(0, min(st.desired*amp, capWire)-wantWire) / amp
+}
+
+// nextLoaderFile is the next file of a data-loader worker: one it picked
+// last tick but did not reach, else the job's next.
+func (t *Twin) nextLoaderFile(j *job, st *stream) int32 {
+	if len(st.ahead) > 0 {
+		f := st.ahead[0]
+		st.ahead = st.ahead[1:]
+		return f
 	}
-	demand := min(wantWire, capWire)
+	return t.nextFile(j, st.kind)
+}
+
+// addFileFlows adds one flow per stripe of file f for a stream that wants
+// wantWire wire bytes of it this tick and may move demand of them, as
+// segment len(st.segs) of its tick.
+func (t *Twin) addFileFlows(si int32, st *stream, f int32, wantWire, demand, req, amp float64, downDS int32) {
+	fl := &t.files[f]
+	write := st.kind == streamWrite
+	seg := len(st.segs)
+	st.segs = append(st.segs, segment{file: f})
+	invReq := 1 / req
 	n := float64(fl.n)
 	cb := t.cliBase + slotsPerHost*int(st.client)
 	perWant, perDemand := wantWire/n, demand/n
@@ -256,7 +364,12 @@ func (t *Twin) addStreamFlows(si int32) {
 		f := &t.flows[len(t.flows)-1]
 		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
 		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, -1, -1
-		f.rec = t.streamRecord(si, st, s-fl.first)
+		f.seg = uint8(seg)
+		if seg == 0 {
+			f.rec = t.streamRecord(si, st, s-fl.first)
+		} else {
+			f.rec = t.record(st.client, s)
+		}
 		dv := &t.dev[d]
 		c := &t.dtk[d]
 		// a request to a lost data server hangs, and holds up the whole
@@ -279,6 +392,47 @@ func (t *Twin) addStreamFlows(si int32) {
 			f.coef = [maxPath]float64{c.rInv + c.rOver*invReq, 1, 1, 1, 1}
 			f.n = 5
 		}
+	}
+}
+
+// segment is one file a stream reads in a tick: the file, where in it the
+// stream started and the goodput it got there.
+type segment struct {
+	file       int32
+	start, got float64
+}
+
+// walkSegments moves a data-loader worker that read several files this
+// tick to where its goodput took it: through each file it finished, to
+// the file where the goodput ends; files it opened but did not reach wait
+// in st.ahead for next tick. A stream that met an error stays on the file
+// that failed, the last it opened.
+func (t *Twin) walkSegments(st *stream) {
+	last := len(st.segs) - 1
+	if st.errored {
+		sg := st.segs[last]
+		st.file, st.pos = sg.file, sg.start+sg.got
+		return
+	}
+	g := 0.0
+	for _, sg := range st.segs {
+		g += sg.got
+	}
+	for i, sg := range st.segs {
+		room := t.files[sg.file].size - sg.start
+		if i < last && g >= room-1 {
+			g -= room
+			continue
+		}
+		st.file, st.pos = sg.file, sg.start+min(g, room)
+		if i < last {
+			back := make([]int32, 0, last-i+len(st.ahead))
+			for _, x := range st.segs[i+1:] {
+				back = append(back, x.file)
+			}
+			st.ahead = append(back, st.ahead...)
+		}
+		return
 	}
 }
 
@@ -433,7 +587,7 @@ func (t *Twin) settleFlows(now float64) {
 			if f.rec >= 0 {
 				r := t.rec(f.rec)
 				r.stamp(t, now)
-				notDelivered := min(f.want, t.dt*t.cli[st.client].nicBW/float64(t.files[st.file].n))
+				notDelivered := min(f.want, t.dt*t.cli[st.client].nicBW/float64(t.files[t.stripes[f.stripe].file].n))
 				io := &r.rd
 				if f.write {
 					io = &r.wr
@@ -495,7 +649,11 @@ func (t *Twin) settleFlows(now float64) {
 			c.readRTTms += ms
 			c.readExems += ms + ops*0.01
 			if st.kind == streamSeqRead {
-				st.pos += good
+				if len(st.segs) > 1 {
+					st.segs[f.seg].got += good
+				} else {
+					st.pos += good
+				}
 			}
 			t.ds[dv.ds].nfsdReads += ops
 		}
@@ -521,6 +679,9 @@ func (t *Twin) settleFlows(now float64) {
 	// data loader skips an unreadable shard
 	for si := range t.streams {
 		st := &t.streams[si]
+		if len(st.segs) > 1 {
+			t.walkSegments(st)
+		}
 		if !st.errored {
 			st.errTicks = 0
 			continue

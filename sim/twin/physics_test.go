@@ -635,3 +635,41 @@ func TestPausedCopyMovesNothing(t *testing.T) {
 		t.Fatalf("a resumed copy stayed at %.0f bytes; want it going on", m)
 	}
 }
+
+// smallShards is ampleStorage with 100 MB shards read by two workers per
+// GPU at 1 GB/s per GPU: each worker needs five shards a second.
+const smallShards = `
+name: small-shards
+topology:
+  data_servers: [{count: 8, drives: 8, pool: fast, nic_gbps: 400}]
+  clients: [{count: 2, gpus: 8}]
+datasets: [{name: d, pool: fast, files: 2048, file_size_mb: 100}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 2000, bytes_per_sample: 500000, workers: 2, prefetch_mb: 1024}
+`
+
+// A data-loader worker goes on into its next shard within a tick, as a
+// real one does, so storage far above demand keeps the GPUs busy however
+// small the shards are against what a worker reads per second (the twin
+// used to cap it at one shard per tick: 2 × 100 MB ÷ 1 GB/s = 0.2 here).
+func TestLoaderReadsOnIntoItsNextShard(t *testing.T) {
+	tw := build(t, smallShards)
+	gpuUtil(tw, 60, "gpu") // the queues fill first
+	if u := gpuUtil(tw, 300, "gpu"); u < 0.98 {
+		t.Fatalf("GPU utilisation %.3f with 100 MB shards on ample storage; want ≥ 0.98", u)
+	}
+	// each shard opened once: 16 GPUs × 1 GB/s over 360 s in 100 MB shards
+	opens := 0.0
+	for c := range tw.cli {
+		opens += tw.cli[c].opens
+	}
+	if want := 16 * 1e9 * 360 / 100e6; opens < 0.9*want || opens > 1.1*want+64 {
+		t.Fatalf("%.0f files opened; want about %.0f", opens, want)
+	}
+	g := tw.GPUStats()
+	for cause, sec := range g.IdleByCause {
+		if cause != "loader" && sec > 1 {
+			t.Fatalf("%.1f idle GPU-seconds blamed on %s with ample storage", sec, cause)
+		}
+	}
+}

@@ -29,9 +29,14 @@ type stream struct {
 	// once)
 	desired float64
 	credit  float64
-	got     float64 // goodput delivered this tick, bytes
-	appReq  float64 // application request size, bytes
-	depth   float64 // outstanding application requests
+	// segs are the files the stream reads this tick (a data-loader worker
+	// reads on into its next files, chainFiles); ahead are files a worker
+	// opened but did not reach, read first next tick
+	segs   []segment
+	ahead  []int32
+	got    float64 // goodput delivered this tick, bytes
+	appReq float64 // application request size, bytes
+	depth  float64 // outstanding application requests
 	// what the stream got less than it wanted this tick, in total and by
 	// the cause and subject of each shortfall
 	lossAmt float64
@@ -332,11 +337,13 @@ func (t *Twin) setWants() {
 					st := &t.streams[s]
 					st.active = true
 					if st.file < 0 || t.fileDone(st) {
-						st.file, st.pos = t.nextFile(j, st.kind), 0
+						st.file, st.pos = t.nextLoaderFile(j, st), 0
 						t.cli[st.client].opens++
 					}
+					// the worker reads on into its next files within the
+					// tick (chainFiles)
 					st.desired = need / w
-					st.want = min(st.desired, t.files[st.file].size-st.pos)
+					st.want = st.desired
 				}
 			}
 		default:
