@@ -673,3 +673,57 @@ func TestLoaderReadsOnIntoItsNextShard(t *testing.T) {
 		}
 	}
 }
+
+// tinyShards is a job no storage can feed: 10 MB shards at 1 GB/s per GPU
+// and one worker, more shards a second than a worker opens (maxOpens), so
+// the loader limits it; a drive is slowed for a minute in between.
+const tinyShards = `
+name: tiny-shards
+topology:
+  data_servers: [{count: 8, drives: 8, pool: fast, nic_gbps: 400}]
+  clients: [{count: 2, gpus: 8}]
+datasets: [{name: d, pool: fast, files: 4096, file_size_mb: 10, layout: {stripe_count: 1}}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 2000, bytes_per_sample: 500000, workers: 1, prefetch_mb: 512}
+faults:
+  - {kind: slow_drive, device: ds01/nvme0n1, factor: 0.001, start: 60s, end: 120s}
+`
+
+// storageIdle sums the idle GPU-seconds the truth books on storage causes.
+func storageIdle(g GPUStats) float64 {
+	s := 0.0
+	for cause, v := range g.IdleByCause {
+		if cause != "loader" && cause != "checkpoint" {
+			s += v
+		}
+	}
+	return s
+}
+
+// A shortfall explains at most the GPU work it withheld: once the slowed
+// drive is repaired, a job the loader limits is idle for the loader's
+// sake, and what the drive withheld is charged at most once, never more
+// than the prefetch queue could have held (the truth used to keep blaming
+// the drive for all the idle after its last shortfall).
+func TestStallChargesOnlyWithheldWork(t *testing.T) {
+	tw := build(t, tinyShards)
+	tw.Run(60)
+	before := storageIdle(tw.GPUStats())
+	tw.Run(70)
+	during := storageIdle(tw.GPUStats()) - before
+	if during < 1 {
+		t.Fatalf("%.2f idle GPU-seconds blamed on storage while a drive ran at 0.1 %%; want some", during)
+	}
+	g0 := tw.GPUStats()
+	tw.Run(300)
+	g1 := tw.GPUStats()
+	after := storageIdle(g1) - storageIdle(g0)
+	loader := g1.IdleByCause["loader"] - g0.IdleByCause["loader"]
+	// 16 GPUs, each owed at most its 512 MB queue at 1 GB/s
+	if after > 16*0.512+1e-6 {
+		t.Fatalf("%.1f idle GPU-seconds blamed on storage in the 300 s after the repair (%.1f on the loader); want ≤ %.1f", after, loader, 16*0.512)
+	}
+	if loader < 16*300*0.5 {
+		t.Fatalf("%.1f idle GPU-seconds on the loader in 300 s of a loader-bound job; want most of its idle", loader)
+	}
+}

@@ -92,26 +92,58 @@ func (t *Twin) addIdle(cause, subj int, sec float64) {
 	t.idleMinute[cause][subj] += sec
 }
 
-// addStallIdle splits one GPU's idle seconds over its stall's causes in
-// proportion, and books the whole of them as co-limited idle on each cause
-// whose part is at least half the largest: those limit the GPU alike
-// (docs/scenarios.md), and the GPU-minute a scorer asks of a target is
-// the GPU's, not one of its causes' share.
-func (t *Twin) addStallIdle(stall []lossPart, idle float64) {
+// addStallIdle charges a GPU's idle seconds to its stall: at most the
+// seconds of work its shortfalls withheld (gp.stall), split over them in
+// proportion and taken off what they still explain; it returns the seconds
+// charged (the rest of the idle is the loader's). The charged seconds are
+// also booked as co-limited idle on each cause whose part is at least half
+// the largest: those limit the GPU alike (docs/scenarios.md), and the
+// GPU-minute a scorer asks of a target is the GPU's, not one of its
+// causes' share.
+func (t *Twin) addStallIdle(gp *gpu, idle float64) float64 {
 	tot, top := 0.0, 0.0
-	for _, l := range stall {
+	for _, l := range gp.stall {
 		tot += l.amt
 		top = max(top, l.amt)
 	}
 	if tot <= 0 {
-		return
+		return 0
 	}
-	for _, l := range stall {
-		t.addIdle(int(l.cause), int(l.subj), idle*l.amt/tot)
+	charged := min(idle, tot)
+	f := charged / tot
+	for i := range gp.stall {
+		l := &gp.stall[i]
+		t.addIdle(int(l.cause), int(l.subj), l.amt*f)
 		if l.amt >= top/2 {
-			t.idleCoMinute[l.cause][l.subj] += idle
+			t.idleCoMinute[l.cause][l.subj] += charged
+		}
+		l.amt -= l.amt * f
+	}
+	return charged
+}
+
+// capStall keeps of a GPU's withheld work at most what the queue's free
+// room (bytes) holds at rate bytes/s: a repair could have added no more to
+// the queue, so work withheld beyond it was made up by later reads, and a
+// refilled queue owes nothing to earlier stalls. Spent parts are dropped.
+func capStall(gp *gpu, room, rate float64) {
+	limit := 0.0
+	if rate > 0 {
+		limit = max(0, room) / rate
+	}
+	if tot := stallTotal(gp.stall); tot > limit {
+		f := limit / tot
+		for i := range gp.stall {
+			gp.stall[i].amt *= f
 		}
 	}
+	kept := gp.stall[:0]
+	for _, l := range gp.stall {
+		if l.amt > 1e-9 {
+			kept = append(kept, l)
+		}
+	}
+	gp.stall = kept
 }
 
 // flushIdleMinute turns a minute of GPU idle time into gpu_idle truth

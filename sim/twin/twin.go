@@ -200,9 +200,9 @@ type gpu struct {
 	pcieRx  float64
 	lastRx  float64
 	energyJ float64
-	// stall is the last data stall's causes, each with its part of the
-	// streams' shortfall: idle time while the queue drains afterwards is
-	// split the same way
+	// stall is the work the streams' shortfalls withheld from the GPU
+	// and that no idle has been charged to yet, in GPU-seconds by cause
+	// and subject, at most what the queue's free room could hold
 	stall []lossPart
 }
 

@@ -415,11 +415,23 @@ func (t *Twin) settleJobs(now float64) {
 			gp.lastRx = got
 			t.allocSec += dt
 			j.allocSec += dt
+			rate := j.perGPU * j.scale // bytes/s the GPU consumes
+			if lossTot > 0 && rate > 0 {
+				// each shortfall withheld amt ÷ rate seconds of the GPU's
+				// work: that much of its idle, now or once the queue runs
+				// dry, is the shortfall's (docs/scenarios.md, step 9)
+				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
+					for _, l := range t.streams[s].losses {
+						gp.stall = addLoss(gp.stall, l.cause, l.subj, l.amt/rate)
+					}
+				}
+			}
 			if paused {
 				j.pauseSec += dt
 				gp.busy = 0
 				gp.energyJ += gpuIdleWatts * dt
 				t.addIdle(causeCheckpoint, len(t.resCap)+ji, dt)
+				capStall(gp, gp.cap-gp.queue, rate)
 				continue
 			}
 			c := j.perGPU * j.scale * dt
@@ -435,24 +447,12 @@ func (t *Twin) settleJobs(now float64) {
 			j.busySec += busy * dt
 			gp.energyJ += (gpuIdleWatts + (gpuBusyWatts-gpuIdleWatts)*busy) * dt
 			idle := (1 - busy) * dt
-			if idle <= 1e-12 {
-				continue
-			}
-			if lossTot > 0 {
-				// every shortfall of the GPU's streams takes its part of
-				// the idle time, and is remembered as the stall's causes
-				gp.stall = gp.stall[:0]
-				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
-					for _, l := range t.streams[s].losses {
-						gp.stall = addLoss(gp.stall, l.cause, l.subj, l.amt)
-					}
+			if idle > 1e-12 {
+				if rest := idle - t.addStallIdle(gp, idle); rest > 1e-12 {
+					t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, rest)
 				}
-				t.addStallIdle(gp.stall, idle)
-			} else if stallTotal(gp.stall) > 0 {
-				t.addStallIdle(gp.stall, idle)
-			} else {
-				t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, idle)
 			}
+			capStall(gp, gp.cap-gp.queue, rate)
 		}
 	}
 }
