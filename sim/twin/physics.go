@@ -211,8 +211,10 @@ func (t *Twin) addStreamFlows(si int32) {
 		// carry it over instead of losing it
 		st.credit = max(0, min(st.desired*amp, capWire)-wantWire) / amp
 	}
-	if st.gpu >= 0 {
-		// a loader worker on an unreadable file reads only that file
+	if st.gpu >= 0 && downDS < 0 {
+		// a loader worker on a file with a failed device reads only that
+		// file (and then skips it); one hung on a lost data server wants
+		// all it wanted, which the hang withholds
 		wantWire = min(wantWire, t.files[st.file].size-st.pos)
 	}
 	t.addFileFlows(si, st, st.file, wantWire, min(wantWire, capWire), req, amp, downDS)
@@ -324,9 +326,9 @@ func (t *Twin) chainFiles(si int32, st *stream, req, window, lat float64) {
 			// an unreadable file ends the chain, read as a stream's only
 			// file is: a lost data server hangs it, a failed device fails
 			// its stripes there; the stream then skips it or waits as usual
-			want := min(w, t.files[f].size)
-			d := 0.0
+			want, d := w, 0.0
 			if downDS < 0 {
+				want = min(w, t.files[f].size)
 				d = min(want, window/lat*max(0, left))
 			}
 			t.addFileFlows(si, st, f, want, d, req, 1, downDS)

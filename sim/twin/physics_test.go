@@ -727,3 +727,19 @@ func TestStallChargesOnlyWithheldWork(t *testing.T) {
 		t.Fatalf("%.1f idle GPU-seconds on the loader in 300 s of a loader-bound job; want most of its idle", loader)
 	}
 }
+
+// A loader worker hung on a lost data server is withheld all it wanted,
+// not only the rest of the shard it hangs on: the GPU idle of the hang is
+// the lost server's, not the loader's.
+func TestHangWithholdsAllTheWorkerWanted(t *testing.T) {
+	tw := build(t, strings.Replace(smallShards, "workloads:", "faults:\n  - {kind: node_loss, ds: ds01, start: 60s, end: 180s}\nworkloads:", 1))
+	tw.Run(60)
+	g0 := tw.GPUStats()
+	tw.Run(120)
+	g1 := tw.GPUStats()
+	down := g1.IdleByCause["node_down"] - g0.IdleByCause["node_down"]
+	loader := g1.IdleByCause["loader"] - g0.IdleByCause["loader"]
+	if down < 16*60 || loader > 0.02*down {
+		t.Fatalf("while ds01 was lost: %.0f idle GPU-seconds on node_down, %.0f on the loader; want the hang's idle on node_down", down, loader)
+	}
+}
