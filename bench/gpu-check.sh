@@ -27,13 +27,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# nvml_dir prints the first usual driver folder holding libnvidia-ml.so.1.
-nvml_dir() {
-  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib64/nvidia /usr/lib/nvidia; do
-    if [ -e "$d/libnvidia-ml.so.1" ]; then echo "$d"; return 0; fi
-  done
-  return 1
-}
+. bench/nvml-path.sh
 
 echo "== GPUs (nvidia-smi)"
 nvidia-smi -L 2>&1 || echo "nvidia-smi not available"
@@ -43,14 +37,7 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libdcgm\.so '; then
   echo "note: no unversioned libdcgm.so; go-dcgm will report 'libdcgm.so not Found' unless LD_LIBRARY_PATH provides it"
 fi
 echo "== libnvidia-ml (NVML, the fallback without DCGM)"
-if ! ldconfig -p 2>/dev/null | grep -i 'libnvidia-ml\.so\.1'; then
-  if d=$(nvml_dir); then
-    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "libnvidia-ml.so.1 not in the linker cache; found in $d, added to LD_LIBRARY_PATH"
-  else
-    echo "libnvidia-ml.so.1 neither in the linker cache nor in the usual driver folders (LD_LIBRARY_PATH may still provide it)"
-  fi
-fi
+nvml_path
 echo "== dcgm collector"
 if [ -n "${BALLAST_GPU_CHECK_BIN:-}" ]; then
   bin=$(realpath "$BALLAST_GPU_CHECK_BIN")

@@ -25,17 +25,9 @@ for b in "$mds_bin" "$agent_bin"; do
 done
 command -v curl >/dev/null || { echo "gpu-e2e: needs curl" >&2; exit 2; }
 
-# Same driver-folder lookup as gpu-check.sh: containers often mount the
-# driver outside the linker cache.
-if ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1'; then
-  for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib64/nvidia /usr/lib/nvidia; do
-    if [ -e "$d/libnvidia-ml.so.1" ]; then
-      export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-      echo "libnvidia-ml.so.1 found in $d, added to LD_LIBRARY_PATH"
-      break
-    fi
-  done
-fi
+# containers often mount the driver outside the linker cache
+. bench/nvml-path.sh
+nvml_path
 
 work=$(mktemp -d)
 pids=()
