@@ -204,7 +204,7 @@ func mountstatsSamples(mounts []*procfs.Mount, pnfs map[string]string) (out []Sa
 func (c *mountstatsCollector) mountStats(self procfs.Proc) (mounts []*procfs.Mount, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			mounts, err = nil, fmt.Errorf("cannot parse mountstats: procfs failed on %s (%v)", longRDMALine(filepath.Join(c.procRoot, "self/mountstats")), v)
+			mounts, err = nil, fmt.Errorf("procfs failed on %s (%v)", longRDMALine(filepath.Join(c.procRoot, "self/mountstats")), v)
 		}
 	}()
 	return self.MountStats()
