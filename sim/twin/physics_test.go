@@ -743,3 +743,74 @@ func TestHangWithholdsAllTheWorkerWanted(t *testing.T) {
 		t.Fatalf("while ds01 was lost: %.0f idle GPU-seconds on node_down, %.0f on the loader; want the hang's idle on node_down", down, loader)
 	}
 }
+
+// oneSlowWorker is one GPU fed by four workers at 1 GB/s from 50 GB
+// shards on drives of their own (stripe_count 1), so each worker stays on
+// its first shard for the whole test.
+const oneSlowWorker = `
+name: one-slow-worker
+topology:
+  data_servers: [{count: 8, drives: 1, pool: fast, nic_gbps: 400}]
+  clients: [{count: 1, gpus: 1}]
+datasets: [{name: d, pool: fast, files: 8, file_size_mb: 50000, layout: {stripe_count: 1}}]
+workloads:
+  - {name: j, kind: training, clients: gpu, dataset: d, samples_per_sec: 2000, bytes_per_sample: 500000, workers: 4, prefetch_mb: 512}
+`
+
+// A data loader yields batches in order, one from each worker in turn, so
+// one worker behind a slow drive holds the GPU to workers × its rate once
+// the others' bounded prefetch is full, and the others read only what the
+// GPU takes from them; the idle is the slow drive's (the twin used to let
+// the others make up for it out of a shared queue: the GPU stayed busy).
+func TestOneSlowWorkerHoldsTheGPUInOrder(t *testing.T) {
+	tw := build(t, oneSlowWorker)
+	tw.Step()
+	j := &tw.jobs[0]
+	slow := &tw.streams[j.first]
+	d := tw.stripes[tw.files[slow.file].first].dev
+	tw.dev[d].health = 0.01 // well below the worker's 250 MB/s
+	tw.Run(30)              // the slow worker's prefetch drains, the others' fill
+	if f := slow.file; tw.stripes[tw.files[f].first].dev != d {
+		t.Fatalf("the slow worker left its shard; the test needs it on the slow drive")
+	}
+	g0 := tw.GPUStats()
+	const n, w = 60, 4
+	slowGot, consumed := 0.0, 0.0
+	otherGot := make([]float64, w)
+	for i := 0; i < n; i++ {
+		tw.Step()
+		slowGot += slow.got
+		for k := 1; k < w; k++ {
+			otherGot[k] += tw.streams[j.first+int32(k)].got
+		}
+		consumed += tw.gpus[j.gpus[0]].busy * j.perGPU * tw.dt
+	}
+	held := 512e6 / w // what the slow worker may have held at the start
+	if limit := w * (slowGot + held); consumed > limit {
+		t.Fatalf("the GPU consumed %.0f MB in %d s while the slow worker delivered %.0f MB; want ≤ %d × (that + its %.0f MB prefetch) = %.0f MB",
+			consumed/1e6, n, slowGot/1e6, w, held/1e6, limit/1e6)
+	}
+	for k := 1; k < w; k++ {
+		if limit := consumed/w + held + j.perGPU*tw.dt/w; otherGot[k] > limit {
+			t.Fatalf("worker %d read %.0f MB while the GPU took %.0f MB from it; want ≤ %.0f MB (a full prefetch reads no further)",
+				k, otherGot[k]/1e6, consumed/w/1e6, limit/1e6)
+		}
+	}
+	g1 := tw.GPUStats()
+	idle := float64(n) - consumed/j.perGPU
+	onDrive := 0.0
+	for _, s := range g1.IdleBySubject {
+		if s.Cause == "device" && s.Subject.ID == tw.dev[d].name {
+			onDrive += s.Seconds
+			for _, s0 := range g0.IdleBySubject {
+				if s0.Cause == s.Cause && s0.Subject == s.Subject {
+					onDrive -= s0.Seconds
+				}
+			}
+		}
+	}
+	if idle < n/2 || onDrive < 0.9*idle {
+		t.Fatalf("%.1f idle GPU-seconds in %d s, %.1f of them blamed on the slow drive %s; want most of %d s idle, ≥ 90 %% on the drive",
+			idle, n, onDrive, tw.dev[d].name, n)
+	}
+}

@@ -107,6 +107,8 @@ type Twin struct {
 	migInCk     [2]float64
 	lostStripes int
 	lostBytes   float64
+
+	withheld []lossPart // scratch of withhold
 }
 
 type dsNode struct {
@@ -193,8 +195,7 @@ type gpu struct {
 	client  int32
 	index   int32
 	job     int32
-	queue   float64 // prefetched bytes
-	cap     float64 // queue capacity, bytes
+	cap     float64 // prefetch queue capacity, bytes (its workers' held, stream.held)
 	busy    float64 // busy fraction of the last tick
 	busySec float64
 	pcieRx  float64
@@ -202,7 +203,7 @@ type gpu struct {
 	energyJ float64
 	// stall is the work the streams' shortfalls withheld from the GPU
 	// and that no idle has been charged to yet, in GPU-seconds by cause
-	// and subject, at most what the queue's free room could hold
+	// and subject, at most what the queue's usable free room could hold
 	stall []lossPart
 }
 

@@ -47,6 +47,12 @@ type stream struct {
 	errored  bool
 	errDown  bool  // the error is a hang on a lost data server
 	errTicks int32 // consecutive ticks with errors
+
+	// held is what a data-loader worker delivered that its GPU has not
+	// consumed yet: its prefetched batches, at most its share of the
+	// GPU's prefetch queue and of a tick's consumption (setWants,
+	// settleJobs: in-order delivery)
+	held float64
 }
 
 // job is the runtime state of one workload.
@@ -331,8 +337,12 @@ func (t *Twin) setWants() {
 				c = 0
 			}
 			for k, g := range j.gpus {
-				gp := &t.gpus[g]
-				need := max(0, gp.cap-gp.queue) + c
+				// each worker holds at most its share of the prefetch
+				// queue and wants the room in it plus its share of the
+				// tick's consumption (the GPU takes a batch from each
+				// worker in turn); a full one reads only what the GPU
+				// took from it
+				share := t.gpus[g].cap / w
 				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
 					st := &t.streams[s]
 					st.active = true
@@ -342,7 +352,7 @@ func (t *Twin) setWants() {
 					}
 					// the worker reads on into its next files within the
 					// tick (chainFiles)
-					st.desired = need / w
+					st.desired = max(0, share-st.held+c/w)
 					st.want = st.desired
 				}
 			}
@@ -404,39 +414,39 @@ func (t *Twin) settleJobs(now float64) {
 				gp.busy = 0
 				continue
 			}
-			got := 0.0
-			lossTot := 0.0
-			for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
-				got += t.streams[s].got
-				lossTot += t.streams[s].lossAmt
+			ws := t.streams[j.first+int32(k)*int32(j.w.Workers) : j.first+int32(k+1)*int32(j.w.Workers)]
+			got, low := 0.0, math.Inf(1)
+			for i := range ws {
+				ws[i].held += ws[i].got
+				got += ws[i].got
+				low = min(low, ws[i].held)
 			}
-			gp.queue += got
+			w := float64(len(ws))
 			gp.pcieRx += got
 			gp.lastRx = got
 			t.allocSec += dt
 			j.allocSec += dt
 			rate := j.perGPU * j.scale // bytes/s the GPU consumes
-			if lossTot > 0 && rate > 0 {
-				// each shortfall withheld amt ÷ rate seconds of the GPU's
-				// work: that much of its idle, now or once the queue runs
-				// dry, is the shortfall's (docs/scenarios.md, step 9)
-				for s := j.first + int32(k)*int32(j.w.Workers); s < j.first+int32(k+1)*int32(j.w.Workers); s++ {
-					for _, l := range t.streams[s].losses {
-						gp.stall = addLoss(gp.stall, l.cause, l.subj, l.amt/rate)
-					}
-				}
+			if rate > 0 {
+				t.withhold(gp, ws, rate)
 			}
 			if paused {
 				j.pauseSec += dt
 				gp.busy = 0
 				gp.energyJ += gpuIdleWatts * dt
 				t.addIdle(causeCheckpoint, len(t.resCap)+ji, dt)
-				capStall(gp, gp.cap-gp.queue, rate)
+				capStall(gp, gp.cap-w*low, rate)
 				continue
 			}
 			c := j.perGPU * j.scale * dt
-			used := min(c, gp.queue)
-			gp.queue -= used
+			// the GPU takes batches in order, one from each worker in
+			// turn, so it can use at most workers × the least any worker
+			// holds (docs/scenarios.md, step 8)
+			used := min(c, w*low)
+			for i := range ws {
+				ws[i].held = max(0, ws[i].held-used/w)
+			}
+			low = max(0, low-used/w)
 			busy := 1.0
 			if c > 0 {
 				busy = used / c
@@ -452,9 +462,49 @@ func (t *Twin) settleJobs(now float64) {
 					t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, rest)
 				}
 			}
-			capStall(gp, gp.cap-gp.queue, rate)
+			capStall(gp, gp.cap-w*low, rate)
 		}
 	}
+}
+
+// withhold adds to a GPU's stall the work its workers' shortfalls withheld
+// this tick (docs/scenarios.md, step 9). The GPU takes a batch from each
+// of its w workers in turn, so a worker's missing bytes hold back w times
+// as many of its consumption once the others' prefetch is full, and the
+// tick's shortfalls together at most w times the largest one worker had:
+// each cause and subject is owed w × the most it withheld from one worker,
+// all scaled down to that total where they add up to more (workers short
+// alike of one cause owe what they missed together; of different causes,
+// each its own).
+func (t *Twin) withhold(gp *gpu, ws []stream, rate float64) {
+	top := 0.0
+	parts := t.withheld[:0]
+	for i := range ws {
+		top = max(top, ws[i].lossAmt)
+		for _, l := range ws[i].losses {
+			parts = maxLoss(parts, l.cause, l.subj, l.amt)
+		}
+	}
+	t.withheld = parts
+	if top <= 0 {
+		return
+	}
+	sum := stallTotal(parts)
+	f := float64(len(ws)) * min(1, top/sum) / rate
+	for _, l := range parts {
+		gp.stall = addLoss(gp.stall, l.cause, l.subj, l.amt*f)
+	}
+}
+
+// maxLoss keeps in ls the largest amt seen for cause and subj.
+func maxLoss(ls []lossPart, cause int8, subj int32, amt float64) []lossPart {
+	for i := range ls {
+		if ls[i].cause == cause && ls[i].subj == subj {
+			ls[i].amt = max(ls[i].amt, amt)
+			return ls
+		}
+	}
+	return append(ls, lossPart{cause: cause, subj: subj, amt: amt})
 }
 
 // GPU power model, H100 SXM class (docs/scenarios.md).
