@@ -328,6 +328,24 @@ func LoadMDSConfig(path string) (MDSConfig, error) {
 	return c, nil
 }
 
+// CheckFiles reads every file the mds reads before it starts (the
+// listener's token, certificate and CA files; the remote store's and
+// etcd's credentials) with the messages the daemon gives, so that `ballast
+// config check` refuses what `ballast mds` would. LoadMDSConfig checked the
+// rest (alerting's secret files included).
+func (c *MDSConfig) CheckFiles() error {
+	errs := []error{node.CheckListener(RoleMDS, c.Listen, c.Auth, c.TLS, c.HTTP)}
+	if c.Storage.Backend == BackendRemote {
+		o := c.RemoteOptions()
+		errs = append(errs, o.CheckFiles())
+	}
+	if len(c.HA.EtcdEndpoints) > 0 {
+		o := c.HAOptions()
+		errs = append(errs, o.CheckFiles())
+	}
+	return errors.Join(errs...)
+}
+
 // FileRole returns the role: field of a config file, to pick its schema.
 func FileRole(path string) (string, error) {
 	data, err := os.ReadFile(path)
@@ -357,7 +375,12 @@ func CheckFile(path string) (string, error) {
 		return "", err
 	}
 	if role == RoleMDS {
-		_, err = LoadMDSConfig(path)
+		c, err := LoadMDSConfig(path)
+		if err == nil {
+			if err = c.CheckFiles(); err != nil {
+				err = fmt.Errorf("invalid config %q:\n%w", path, err)
+			}
+		}
 		return role, err
 	}
 	c, err := node.LoadAgentConfig(path, role)

@@ -41,6 +41,25 @@ type Options struct {
 	Metrics *metrics.Set
 }
 
+// CheckFiles reads the password file as Start does, so that `ballast
+// config check` refuses what the elector would refuse at start.
+func (o *Options) CheckFiles() error {
+	if o.Username == "" {
+		return nil
+	}
+	_, err := o.password()
+	return err
+}
+
+// password reads PasswordFile, trailing newlines trimmed.
+func (o *Options) password() (string, error) {
+	pw, err := os.ReadFile(o.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("cannot read ha.password_file %q: %w", o.PasswordFile, err)
+	}
+	return strings.TrimRight(string(pw), "\r\n"), nil
+}
+
 // Validate reports the first bad option, naming its config field.
 func (o *Options) Validate() error {
 	switch {
@@ -145,11 +164,11 @@ func (e *Elector) Start() error {
 		DialKeepAliveTimeout: time.Second,
 	}
 	if e.opts.Username != "" {
-		pw, err := os.ReadFile(e.opts.PasswordFile)
+		pw, err := e.opts.password()
 		if err != nil {
-			return fmt.Errorf("cannot read ha.password_file %q: %w", e.opts.PasswordFile, err)
+			return err
 		}
-		cfg.Username, cfg.Password = e.opts.Username, strings.TrimRight(string(pw), "\r\n")
+		cfg.Username, cfg.Password = e.opts.Username, pw
 	}
 	c, err := clientv3.New(cfg)
 	if err != nil {

@@ -165,6 +165,7 @@ func (c *AgentConfig) Check() (string, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, CheckListener(c.Role, c.Listen, c.Auth, c.TLS, c.HTTP))
 	return node, errors.Join(errs...)
 }
 

@@ -121,6 +121,15 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	return s, nil
 }
 
+// CheckListener builds, and discards, the server a daemon of role on listen
+// would build: token files, certificates and CA files are read as at start,
+// with the same messages, so that `ballast config check` refuses what the
+// daemon would. It opens nothing (NewServer starts nothing).
+func CheckListener(role, listen string, auth AuthConfig, tlsCfg TLSConfig, httpCfg HTTPConfig) error {
+	_, err := NewServer(ServerOptions{Addr: listen, Role: role, Logger: slog.New(slog.DiscardHandler), Auth: auth, TLS: tlsCfg, HTTP: httpCfg})
+	return err
+}
+
 // Handle mounts h at pattern (http.ServeMux syntax, e.g.
 // "POST /api/v1/actions/{id}/approve") for requests whose credential holds
 // scope. Requests without it get 401 (no or unknown credential) or 403 (a

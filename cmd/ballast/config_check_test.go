@@ -41,6 +41,15 @@ func TestConfigCheckIsDaemonStart(t *testing.T) {
 		{"missing proc root", "ds", "listen: 127.0.0.1:0\nroots:\n  proc: DIR/nope\n", `roots.proc: "DIR/nope" is not a directory on this host`},
 		{"node name too long", "ds", "listen: 127.0.0.1:0\nnode_name: " + strings.Repeat("n", 254) + "\n", "node_name: \"nnnn"},
 		{"bad log level", "client", "listen: 127.0.0.1:0\nlog_level: loud\n", `log_level: "loud" is not one of debug, info, warn, error`},
+		// Files the daemons read before they start: a missing one is
+		// refused by config check too (it was accepted, then the daemon
+		// refused it).
+		{"listener token file missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nauth:\n  clients: [{name: grafana, token_file: DIR/nope, scopes: [query]}]\n", `cannot read token file "DIR/nope" of client "grafana"`},
+		{"agent TLS certificate missing", "ds", "listen: 127.0.0.1:0\nnode_name: ds01\ntls: {cert_file: DIR/nope.crt, key_file: DIR/nope.key}\n", `cannot read TLS file "DIR/nope.crt"`},
+		{"remote store CA missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  backend: remote\n  remote: {write_url: http://127.0.0.1:1/api/v1/write, query_url: http://127.0.0.1:1, tls: {ca_file: DIR/nope.pem}}\n", `cannot read storage.remote.tls.ca_file "DIR/nope.pem"`},
+		{"remote store token missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  backend: remote\n  remote: {write_url: http://127.0.0.1:1/api/v1/write, query_url: http://127.0.0.1:1, bearer_token_file: DIR/nope}\n", `cannot read storage.remote.bearer_token_file "DIR/nope"`},
+		{"etcd password file missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nha: {etcd_endpoints: [http://127.0.0.1:1], username: ballast, password_file: DIR/nope}\n", `cannot read ha.password_file "DIR/nope"`},
+		{"read-ahead CA missing", "client", "listen: 127.0.0.1:0\nnode_name: gpu01\nreadahead: {mds_url: https://127.0.0.1:1, ca_file: DIR/nope.pem, state_file: DIR/ra.json}\n", "cannot read readahead.ca_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

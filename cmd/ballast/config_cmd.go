@@ -18,8 +18,10 @@ func init() {
 Loads FILE the way its role would (the role: field picks mds, ds or client)
 and runs exactly the checks that role's daemon runs before it starts:
 unknown fields, bad values, collector names and URLs are rejected with the
-field name and value, and for agents the host must provide the proc and sys
-roots and a node name. Exits 0 when the daemon would start with FILE. Every
+field name and value; the files the daemon reads at start (token,
+certificate and CA files, the remote store's and etcd's credentials,
+alerting secrets) must be readable; and for agents the host must provide
+the proc and sys roots and a node name. Exits 0 when the daemon would start with FILE. Every
 field is documented in docs/config.md. --config is accepted as the daemons
 take it, so a daemon's command line can be checked as it is.`)
 			cfg := fs.String("config", "", "the config file (instead of FILE)")

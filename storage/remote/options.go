@@ -137,6 +137,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// CheckFiles reads the TLS and credential files o names, as Open does, so
+// that `ballast config check` refuses what the store would refuse at start.
+func (o *Options) CheckFiles() error {
+	_, err := newHTTPClient(o.Auth, o.Timeout)
+	return err
+}
+
 func checkURL(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")

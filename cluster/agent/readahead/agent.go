@@ -113,6 +113,13 @@ func (c *Config) Validate(prefix string) error {
 	if c.MDSURL != "" && c.StateFile == "" {
 		bad("state_file", `""`, "is needed to remember the original values")
 	}
+	if c.MDSURL != "" && c.CAFile != "" {
+		// Read as the agent does at start, so that config check refuses
+		// what the agent would.
+		if _, err := newClient(*c); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
