@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ballast-io/ballast/cluster"
+	"github.com/ballast-io/ballast/cluster/node"
 	"github.com/ballast-io/ballast/models"
 )
 
@@ -53,9 +54,8 @@ var actionsSummary = map[string]string{
 
 // actionsClient talks to an mds's actions API.
 type actionsClient struct {
-	base  string
-	token string
-	http  *http.Client
+	base string
+	http *http.Client
 }
 
 func (c *actionsClient) do(ctx context.Context, method, path string, body any, out any) error {
@@ -73,9 +73,6 @@ func (c *actionsClient) do(ctx context.Context, method, path string, body any, o
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -104,8 +101,9 @@ func actionsCommand(verb string) func(context.Context, *cmdEnv, []string) error 
 	return func(ctx context.Context, env *cmdEnv, args []string) error {
 		fs := newFlagSet(env, "actions "+verb, fmt.Sprintf(actionsUsage, actionsUsages[verb], cluster.PathActions))
 		base := fs.String("url", "http://127.0.0.1:9750", "base URL of the mds")
-		tokenFile := fs.String("token-file", "", "file holding a bearer token for the mds (when it requires one)")
 		timeout := fs.Duration("timeout", 30*time.Second, "limit for the request")
+		var client cluster.ClientConfig
+		registerClientFlags(fs, &client)
 		var state, kind, subject, parent, reason, by *string
 		var moves, asJSON *bool
 		switch verb {
@@ -126,24 +124,31 @@ func actionsCommand(verb string) func(context.Context, *cmdEnv, []string) error 
 			}
 			by = fs.String("by", who, "who decides (journaled with the decision)")
 		}
-		if err := parseFlags(fs, args); err != nil {
-			return err
+		// Flags may follow the ID, as the usage lines and docs/actions.md
+		// write it (approve ID --reason TEXT); the flag package stops at
+		// the first argument that is not a flag, so parse on after it.
+		var pos []string
+		for rest := args; ; rest = fs.Args()[1:] {
+			if err := parseFlags(fs, rest); err != nil {
+				return err
+			}
+			if fs.NArg() == 0 {
+				break
+			}
+			pos = append(pos, fs.Arg(0))
 		}
 		wantArgs := 1
 		if verb == "list" {
 			wantArgs = 0
 		}
-		if fs.NArg() != wantArgs {
-			return fmt.Errorf("%w: want %d argument(s), got %q", errUsage, wantArgs, fs.Args())
+		if len(pos) != wantArgs {
+			return fmt.Errorf("%w: want %d argument(s), got %q", errUsage, wantArgs, pos)
 		}
-		c := &actionsClient{base: strings.TrimRight(*base, "/"), http: &http.Client{}}
-		if *tokenFile != "" {
-			b, err := os.ReadFile(*tokenFile)
-			if err != nil {
-				return fmt.Errorf("cannot read the token file: %w", err)
-			}
-			c.token = strings.TrimSpace(string(b))
+		rt, err := node.NewClientTransport(client)
+		if err != nil {
+			return err
 		}
+		c := &actionsClient{base: strings.TrimRight(*base, "/"), http: &http.Client{Transport: rt}}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
 		switch verb {
@@ -167,7 +172,7 @@ func actionsCommand(verb string) func(context.Context, *cmdEnv, []string) error 
 			printActions(env.stdout, as)
 			return nil
 		case "show":
-			id := fs.Arg(0)
+			id := pos[0]
 			var a models.Action
 			if err := c.do(ctx, http.MethodGet, cluster.PathActions+"/"+url.PathEscape(id), nil, &a); err != nil {
 				return err
@@ -184,7 +189,7 @@ func actionsCommand(verb string) func(context.Context, *cmdEnv, []string) error 
 			printAction(env.stdout, &a, kids)
 			return nil
 		default:
-			id := fs.Arg(0)
+			id := pos[0]
 			var a models.Action
 			err := c.do(ctx, http.MethodPost, cluster.PathActions+"/"+url.PathEscape(id)+"/"+verb, cluster.DecisionRequest{By: *by, Reason: *reason}, &a)
 			if err != nil {
