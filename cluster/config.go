@@ -328,13 +328,18 @@ func LoadMDSConfig(path string) (MDSConfig, error) {
 	return c, nil
 }
 
-// CheckFiles reads every file the mds reads before it starts (the
-// listener's token, certificate and CA files; the remote store's and
-// etcd's credentials) with the messages the daemon gives, so that `ballast
-// config check` refuses what `ballast mds` would. LoadMDSConfig checked the
-// rest (alerting's secret files included).
-func (c *MDSConfig) CheckFiles() error {
+// CheckStart runs the checks `ballast mds` makes before it starts beyond
+// LoadMDSConfig's (which covers every field and alerting's secret files):
+// it reads the listener's token, certificate and CA files and the remote
+// store's and etcd's credentials, and refuses a mover driver a real mds
+// cannot run, with the messages the daemon gives, so that `ballast config
+// check` refuses what the daemon would. The demo and eval, which run the
+// twin's driver, do not call it.
+func (c *MDSConfig) CheckStart() error {
 	errs := []error{node.CheckListener(RoleMDS, c.Listen, c.Auth, c.TLS, c.HTTP)}
+	if d := c.Actuators.Driver; d == actuator.DriverTwin || d == actuator.DriverExec {
+		errs = append(errs, driverUnavailable(d))
+	}
 	if c.Storage.Backend == BackendRemote {
 		o := c.RemoteOptions()
 		errs = append(errs, o.CheckFiles())
@@ -377,7 +382,7 @@ func CheckFile(path string) (string, error) {
 	if role == RoleMDS {
 		c, err := LoadMDSConfig(path)
 		if err == nil {
-			if err = c.CheckFiles(); err != nil {
+			if err = c.CheckStart(); err != nil {
 				err = fmt.Errorf("invalid config %q:\n%w", path, err)
 			}
 		}

@@ -49,6 +49,8 @@ func TestConfigCheckIsDaemonStart(t *testing.T) {
 		{"remote store CA missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  backend: remote\n  remote: {write_url: http://127.0.0.1:1/api/v1/write, query_url: http://127.0.0.1:1, tls: {ca_file: DIR/nope.pem}}\n", `cannot read storage.remote.tls.ca_file "DIR/nope.pem"`},
 		{"remote store token missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nstorage:\n  backend: remote\n  remote: {write_url: http://127.0.0.1:1/api/v1/write, query_url: http://127.0.0.1:1, bearer_token_file: DIR/nope}\n", `cannot read storage.remote.bearer_token_file "DIR/nope"`},
 		{"etcd password file missing", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nha: {etcd_endpoints: [http://127.0.0.1:1], username: ballast, password_file: DIR/nope}\n", `cannot read ha.password_file "DIR/nope"`},
+		{"twin driver on a real mds", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nactuators: {driver: twin}\n", `actuators.driver: "twin" moves data on the cluster twin`},
+		{"exec driver not built", "mds", "listen: 127.0.0.1:0\ndata_dir: DIR/data\nactuators:\n  driver: exec\n  exec:\n    devices: [{device: \"01\", ds: ds01}]\n    commands: {locate: [\"true\"], stripes: [\"true\"], copy: [\"true\"], verify: [\"true\"], commit: [\"true\"], cleanup: [\"true\"], abort: [\"true\"]}\n", `actuators.driver: "exec" is not available in this build`},
 		{"read-ahead CA missing", "client", "listen: 127.0.0.1:0\nnode_name: gpu01\nreadahead: {mds_url: https://127.0.0.1:1, ca_file: DIR/nope.pem, state_file: DIR/ra.json}\n", "cannot read readahead.ca_file"},
 	}
 	for _, c := range cases {
