@@ -66,7 +66,7 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
 	store := fs.String("store", "embedded", cluster.StoreFlagUsage)
 	var flushURLs stringList
-	fs.Var(&flushURLs, "store-flush-url", "with --store remote=…: a URL Flush requests so that recent writes are searchable at once (each vmstorage's /internal/force_flush); repeatable")
+	fs.Var(&flushURLs, "store-flush-url", "with --store remote=…: a URL requested (GET) each time the simulated clock flushes the store, so that recent writes are searchable at once (each vmstorage's, or single-node VictoriaMetrics', /internal/force_flush; Prometheus needs none); repeatable")
 	tenant := fs.String("store-tenant", "", "with --store remote=…: VictoriaMetrics cluster tenant accountID[:projectID]; the URLs are then vminsert's and vmselect's roots")
 	export := fs.Bool("export", false, "also write every stored sample to OUT/telemetry.jsonl (VictoriaMetrics export format), to compare runs")
 	actions := fs.String("actions", "auto", "mode of remediation on the twin: off, dry-run, approve (act after 'ballast actions approve') or auto")
