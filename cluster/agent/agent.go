@@ -56,6 +56,20 @@ below override the file. The agent runs with GOGC=200 unless the GOGC
 environment variable says otherwise.`, prog, role, what)
 }
 
+// collectorHelp says in --help what each collector reads (its series:
+// docs/metrics.md).
+var collectorHelp = map[string]string{
+	"dcgm":       "GPU telemetry through libdcgm, else the driver's NVML, or dcgm_exporter_url",
+	"diskstats":  "per block device I/O from <proc>/diskstats",
+	"filesystem": "size and free space of mounted filesystems (statfs under --rootfs)",
+	"mountstats": "per NFS mount client statistics from <proc>/self/mountstats",
+	"netdev":     "NIC counters from <proc>/net/dev",
+	"nfsd":       "NFS server counters from <proc>/net/rpc/nfsd",
+	"nvme":       "SMART and health logs of NVMe (and SATA) drives by ioctl on --dev-root",
+	"readahead":  "read_ahead_kb of block devices and NFS mounts from --sys-root",
+	"smartctl":   "SMART through smartctl --json (smartctl_path, or files in smartctl_drop_dir)",
+}
+
 // DefaultGOGC is the agent's garbage-collection target unless the GOGC
 // environment variable sets one. An agent's live heap is a few MB, so at
 // Go's default of 100 a collection runs every few scrapes and costs about
@@ -78,7 +92,7 @@ func Run(ctx context.Context, stdout, stderr io.Writer, prog, version, role stri
 	nodeFlag := fs.String("node-name", d.NodeName, "this host's name in the node label of its series (default: the host name)")
 	logLevel := fs.String("log-level", d.LogLevel, "debug, info, warn or error")
 	proc := fs.String("proc-root", d.Roots.Proc, "where /proc is read from")
-	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from (and, with readahead.mds_url, read_ahead_kb written)")
+	sys := fs.String("sys-root", d.Roots.Sys, "where /sys is read from (and, on a client with readahead.mds_url, read_ahead_kb written)")
 	dev := fs.String("dev-root", d.Roots.Dev, "where device nodes are opened")
 	rootfs := fs.String("rootfs", d.Roots.RootFS, "where the host's / is seen, for statfs of its mounts (e.g. /host in a container)")
 	timeout := fs.Duration("collector-timeout", time.Duration(d.CollectorTimeout), "bound on one collector run")
@@ -89,7 +103,11 @@ func Run(ctx context.Context, stdout, stderr io.Writer, prog, version, role stri
 	}
 	enable := map[string]*bool{}
 	for _, n := range collector.Names() {
-		enable[n] = fs.Bool("collector."+n, defaults[n], "run the "+n+" collector")
+		help := "run the " + n + " collector"
+		if what, ok := collectorHelp[n]; ok {
+			help += ": " + what
+		}
+		enable[n] = fs.Bool("collector."+n, defaults[n], help)
 	}
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
