@@ -30,8 +30,9 @@ type CapacityReportStage struct {
 // Name implements Stage.
 func (c *CapacityReportStage) Name() string { return "capacity-report" }
 
-// Run implements Stage. The first report is written one hour after start,
-// when some history exists, then every Every.
+// Run implements Stage. The first report is written one hour after start
+// (Every after it, when shorter), when some history exists, then every
+// Every.
 func (c *CapacityReportStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
 	if c.next.IsZero() {
 		c.next = now.Add(min(time.Hour, c.Every))
