@@ -95,7 +95,7 @@ type Health struct {
 	// analyzer learn it from the ticks where the subject was healthy.
 	ExpectedLatency float64
 	Down            bool // unreachable or failed
-	Hot             bool // an active hotspot finding names it
+	Hot             bool // a hotspot finding names it and its condition holds now
 }
 
 // Input is everything the analyzer sees at one tick.

@@ -160,7 +160,14 @@ type hotspotStage struct {
 	det     *hotspot.Detector
 	loads   []*subjectLoad
 	hot     map[models.Subject]bool // subjects of the tick's active findings
-	stripes closer                  // stripe findings passed on and still open
+	// hotNow are the subjects of active findings whose condition held at
+	// this tick (LastSeen = now), stripes only on devices hot now: what
+	// the starvation stage calls hot. A finding stays open for the
+	// detector's ExitAfter once its subject has cooled, so that a load
+	// dipping for a tick keeps one episode for people; in those ticks the
+	// subject is no longer above its fair share and slows nobody's reads.
+	hotNow  map[models.Subject]bool
+	stripes closer // stripe findings passed on and still open
 	// utilFailing is set while the utilisation query fails, so the
 	// failure is logged once, not every tick.
 	utilFailing bool
@@ -211,7 +218,7 @@ func newHotspotStage(a *Analysis) (*hotspotStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &hotspotStage{a: a, det: det, hot: map[models.Subject]bool{}}, nil
+	return &hotspotStage{a: a, det: det, hot: map[models.Subject]bool{}, hotNow: map[models.Subject]bool{}}, nil
 }
 
 func (h *hotspotStage) Name() string { return "hotspot" }
@@ -255,9 +262,13 @@ func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding
 	}
 	all := h.det.Findings(now)
 	clear(h.hot)
+	clear(h.hotNow)
 	for i := range all {
 		if all[i].Active() && all[i].Subject.Kind != models.SubjectStripe {
 			h.hot[all[i].Subject] = true
+			if all[i].LastSeen.Equal(now) {
+				h.hotNow[all[i].Subject] = true
+			}
 		}
 	}
 	fs := all[:0]
@@ -274,6 +285,9 @@ func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding
 			stripes = append(stripes, f)
 		case f.Active() && h.hot[models.Subject{Kind: models.SubjectDevice, ID: dev}]:
 			h.hot[f.Subject] = true
+			if f.LastSeen.Equal(now) && h.hotNow[models.Subject{Kind: models.SubjectDevice, ID: dev}] {
+				h.hotNow[f.Subject] = true
+			}
 			stripes = append(stripes, f)
 		}
 	}

@@ -659,3 +659,82 @@ func TestStarvationLevelFromHistory(t *testing.T) {
 		t.Errorf("history query failing: lost %v; want nothing (levels are the first utilisation)", lost)
 	}
 }
+
+// TestStarvationHotOnlyWhileHot: gpu00 reads evenly from six DSs, one
+// device each. ds00 serves four times its share for two ticks (a hotspot
+// finding opens on it) and then its share again, at the same latency
+// throughout; the GPUs run at half from the second hot tick on. The
+// hotspot finding stays open for the detector's ExitAfter after ds00
+// cooled, but ds00 starves nobody then: the tick it is hot blames it, the
+// ticks after are not storage (no subject is down, saturated, hot or slow).
+func TestStarvationHotOnlyWhileHot(t *testing.T) {
+	a, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickWith := func(hot bool) []models.StripeDelta {
+		var tick []models.StripeDelta
+		for i := range 6 {
+			ds := fmt.Sprintf("ds%02d", i)
+			ops := uint64(1000)
+			if hot && i == 0 {
+				ops *= 4
+			}
+			// 128 KiB reads of 0.2 ms each, over 10 s.
+			d := delta(ds+"/nvme0n1", ds, 10*time.Second, ops, ops<<17, 0, 0, time.Duration(ops)*200*time.Microsecond)
+			d.Write.OpsCompleted = 0
+			d.StripeKey.FileHandle = "fh-" + ds
+			tick = append(tick, d)
+		}
+		return tick
+	}
+	steps := []struct {
+		hot  bool
+		util float64
+	}{{false, 1}, {false, 1}, {true, 1}, {true, 0.5}, {false, 0.5}, {false, 0.5}}
+	var open []string
+	for s, step := range steps {
+		now := t0.Add(time.Duration(s) * 10 * time.Second)
+		q := exprQuerier{}
+		for g := range 4 {
+			q[gpuQuery] = append(q[gpuQuery], series("ballast_gpu_utilization_ratio", step.util, "node", "gpu00", "gpu", fmt.Sprint(g)))
+		}
+		a.q = q
+		a.stripes.tick = tickWith(step.hot)
+		if _, err := a.ident.Run(context.Background(), now); err != nil {
+			t.Fatal(err)
+		}
+		fs, err := a.hot.Run(context.Background(), now)
+		if err != nil {
+			t.Fatalf("tick %d: hotspot stage: %v", s, err)
+		}
+		open = open[:0]
+		for _, f := range fs {
+			if f.Active() && f.Subject.Kind == models.SubjectDS {
+				open = append(open, f.Subject.String())
+			}
+		}
+		if _, err := a.st.Run(context.Background(), now); err != nil {
+			t.Fatalf("tick %d: starvation stage: %v", s, err)
+		}
+	}
+	if want := []string{"ds:ds00"}; !slices.Equal(open, want) {
+		t.Fatalf("open DS hotspot findings at the last tick %v; want %v (ds00 cooled within ExitAfter)", open, want)
+	}
+	lost := a.st.an.LostByCause()
+	blamed := 0.0
+	for cause, v := range lost {
+		if cause != starvation.NotStorage {
+			blamed += v
+		}
+	}
+	// One hot tick of 4 GPUs losing half of 10 s: 20 GPU-seconds on ds00
+	// (or what is hot on it); two cool ticks: just under 40 not storage
+	// (the level sinks a little while the idle is not blamed).
+	if math.Abs(blamed-20) > 1e-6 {
+		t.Errorf("storage blamed for %v GPU-s; want 20, the tick ds00 was hot: %v", blamed, lost)
+	}
+	if got := lost[starvation.NotStorage]; got < 39 || got > 40 {
+		t.Errorf("not-storage %v GPU-s; want just under 40 (the two ticks after ds00 cooled): %v", got, lost)
+	}
+}

@@ -107,7 +107,7 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 // utilisation from its agent's netdev series (nicUtil; the DS subject is
 // its agent's node once the device table names it), whether the DS's
 // agent answers and bytes not delivered (down: downRule) and the hotspot
-// stage's findings, and the groups the checkpoint stage sees writing a
+// stage's findings whose condition holds at this tick (hotNow), and the groups the checkpoint stage sees writing a
 // burst. Each GPU node's own side is a client subject at the root of its
 // path, judged by its NIC's receive utilisation (a node behind a link too
 // slow for its GPUs, or one filled by other traffic) and by its read
@@ -206,8 +206,8 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		}
 		bytes[nodeDev{d.Client, dev}] += b
 		total[d.Client] += b
-		if s.a.hot.hot[dev] {
-			if st := (models.Subject{Kind: models.SubjectStripe, ID: hotspot.StripeID(d)}); s.a.hot.hot[st] {
+		if s.a.hot.hotNow[dev] {
+			if st := (models.Subject{Kind: models.SubjectStripe, ID: hotspot.StripeID(d)}); s.a.hot.hotNow[st] {
 				hotStripes[st] = dev
 			}
 		}
@@ -274,7 +274,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			s.latency[l.subject] = lat
 		}
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: util(l.subject),
-			Latency: lat, Down: down(l), Hot: s.a.hot.hot[l.subject]}
+			Latency: lat, Down: down(l), Hot: s.a.hot.hotNow[l.subject]}
 		in.Health = append(in.Health, h)
 		listed[l.subject] = true
 	}
@@ -293,7 +293,7 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		p := in.Health[i].Parent
 		if p.ID != "" && !listed[p] {
 			listed[p] = true
-			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: util(p), Latency: math.NaN(), Hot: s.a.hot.hot[p],
+			in.Health = append(in.Health, starvation.Health{Subject: p, Parent: s.parents[p], Util: util(p), Latency: math.NaN(), Hot: s.a.hot.hotNow[p],
 				Down: p.Kind == models.SubjectDS && s.agentDown(p.ID)})
 		}
 	}
