@@ -17,11 +17,58 @@ import (
 // reporting a layout's counters (it still holds the layout).
 const layoutRecentWindow = 60.0
 
-// ioStat is one direction of ff_io_latency4, cumulative, fractional.
+// ioStat is one direction of ff_io_latency4, cumulative. The physics
+// delivers fractional operations (a fluid model); a client counts an
+// operation, its bytes and its completion time together when the whole
+// operation completes or fails. So the fractional totals (opsDone …
+// completion) are kept as delivered, and the *Out fields hold what the
+// client has counted: whole operations (the floor of the totals) and the
+// bytes and completion time they carried, released in proportion as the
+// whole count advances (docs/scenarios.md, "Physical reason for whole
+// operations in LAYOUTSTATS"). Busy time is time with a request in flight,
+// which a fraction of one is, and is rendered from busy itself.
 type ioStat struct {
 	opsDone, bytesDone, opsFailed, notDelivered, busy, completion float64
 	busyAt                                                        int64   // tick of the last busy-time update
 	busyThis                                                      float64 // busy time added in that tick
+	// counted by the client: whole ops and what they carried
+	opsOut, bytesOut, complOut float64
+	failedOut, ndOut           float64
+}
+
+// complete books ops operations completed in tick tick of dt seconds,
+// carrying bytes, each op's latencies summing to sec seconds.
+func (s *ioStat) complete(tick int64, dt, ops, bytes, sec float64) {
+	s.opsDone += ops
+	s.bytesDone += bytes
+	s.completion += sec
+	// busy time: at least one request outstanding, at most the tick
+	// however many streams of this client share the stripe
+	if s.busyAt != tick {
+		s.busyAt, s.busyThis = tick, 0
+	}
+	add := min(dt-s.busyThis, sec)
+	s.busy += add
+	s.busyThis += add
+	if w := math.Floor(s.opsDone); w > s.opsOut {
+		// the pending ops are opsDone − opsOut; w − opsOut of them are
+		// now whole, so they take that share of the pending bytes and time
+		f := (w - s.opsOut) / (s.opsDone - s.opsOut)
+		s.bytesOut += f * max(0, s.bytesDone-s.bytesOut)
+		s.complOut += f * max(0, s.completion-s.complOut)
+		s.opsOut = w
+	}
+}
+
+// fail books ops operations that failed, requesting bytes not delivered.
+func (s *ioStat) fail(ops, bytes float64) {
+	s.opsFailed += ops
+	s.notDelivered += bytes
+	if w := math.Floor(s.opsFailed); w > s.failedOut {
+		f := (w - s.failedOut) / (s.opsFailed - s.failedOut)
+		s.ndOut += f * max(0, s.notDelivered-s.ndOut)
+		s.failedOut = w
+	}
 }
 
 // layoutRec is the LAYOUTSTATS counters one client keeps for one stripe
@@ -153,13 +200,14 @@ func nfsTime(sec float64) models.NFSTime4 {
 	return models.NFSTime4FromDuration(time.Duration(math.Round(max(0, sec) * 1e9)))
 }
 
-// latency4 renders the counters. Requested is completed plus failed (no
-// request is in flight between ticks), each floored on its own, so that
-// every rendered counter is monotonic and completed + not delivered =
-// requested exactly.
+// latency4 renders the counters the client has counted: whole ops and
+// the bytes and completion time they carried (complete, fail). Requested
+// is completed plus failed (no request is in flight between ticks), so
+// that every rendered counter is monotonic and completed + not delivered
+// = requested exactly.
 func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
-	done, nd := uint64(s.bytesDone), uint64(s.notDelivered)
-	opsDone, opsFailed := uint64(s.opsDone), uint64(s.opsFailed)
+	done, nd := uint64(math.Round(s.bytesOut)), uint64(math.Round(s.ndOut))
+	opsDone, opsFailed := uint64(s.opsOut), uint64(s.failedOut)
 	l := models.FFIOLatency4{
 		OpsRequested:      opsDone + opsFailed,
 		BytesRequested:    done + nd,
@@ -169,9 +217,15 @@ func (s *ioStat) latency4(dur float64) models.FFIOLatency4 {
 		TotalBusyTime:     nfsTime(min(s.busy, dur)),
 	}
 	if l.OpsCompleted > 0 {
-		l.AggregateCompletionTime = nfsTime(s.completion)
+		l.AggregateCompletionTime = nfsTime(s.complOut)
 	}
 	return l
+}
+
+// ioInfo4 renders the io_info4 of ff_iostats4: the whole ops completed
+// and their bytes, as in latency4.
+func (s *ioStat) ioInfo4() models.IOInfo4 {
+	return models.IOInfo4{Count: uint64(s.opsOut), Bytes: uint64(math.Round(s.bytesOut))}
 }
 
 // LayoutStats returns what the clients send the MDS in LAYOUTSTATS since
@@ -231,8 +285,8 @@ func (t *Twin) LayoutStats() []models.LayoutStatsBatch {
 			Offset:   0,
 			Length:   math.MaxUint64,
 			Stateid:  models.Stateid4{Seqid: r.gen, Other: r.stateid},
-			Read:     models.IOInfo4{Count: uint64(r.rd.opsDone), Bytes: uint64(r.rd.bytesDone)},
-			Write:    models.IOInfo4{Count: uint64(r.wr.opsDone), Bytes: uint64(r.wr.bytesDone)},
+			Read:     r.rd.ioInfo4(),
+			Write:    r.wr.ioInfo4(),
 			DeviceID: t.devIDs[st.dev],
 			LayoutUpdate: models.FFLayoutUpdate4{
 				Addr:     models.NetAddr4{NetID: "tcp", Addr: t.dsUaddr[dv.ds]},

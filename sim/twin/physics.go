@@ -594,8 +594,7 @@ func (t *Twin) settleFlows(now float64) {
 				if f.write {
 					io = &r.wr
 				}
-				io.opsFailed += notDelivered / f.req
-				io.notDelivered += notDelivered
+				io.fail(notDelivered/f.req, notDelivered)
 				t.noteIOError(st, f, r, now, notDelivered/f.req)
 			}
 			continue
@@ -665,17 +664,7 @@ func (t *Twin) settleFlows(now float64) {
 		if f.write {
 			io = &r.wr
 		}
-		io.opsDone += ops
-		io.bytesDone += f.served
-		// busy time: at least one request outstanding, at most the tick
-		// however many streams of this client share the stripe
-		if io.busyAt != t.tick {
-			io.busyAt, io.busyThis = t.tick, 0
-		}
-		add := min(t.dt-io.busyThis, ms*1e-3)
-		io.busy += add
-		io.busyThis += add
-		io.completion += ms * 1e-3
+		io.complete(t.tick, t.dt, ops, f.served, ms*1e-3)
 	}
 	// sequential streams that hit an error skip the rest of the file, as a
 	// data loader skips an unreadable shard
