@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,6 +282,51 @@ func TestAuthConfigErrorsNameField(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "abc") {
 			t.Errorf("error shows the token: %v", err)
+		}
+	}
+}
+
+// TestCORSHeadersOnlyForAllowedOrigin: whatever CORS headers a handler sets
+// (VictoriaMetrics' query handlers send "*" for origin, methods and
+// headers), an answer carries none but to a configured origin, and to that
+// origin only its own origin and, on a preflight, the methods and headers
+// the query API takes.
+func TestCORSHeadersOnlyForAllowedOrigin(t *testing.T) {
+	const allowed = "https://grafana.example:3000"
+	s, err := NewServer(ServerOptions{Addr: "127.0.0.1:0", Role: RoleMDS, Logger: slog.New(slog.DiscardHandler),
+		HTTP: HTTPConfig{CORSOrigins: []string{allowed}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Handle("/api/v1/query", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, k := range []string{"Origin", "Methods", "Headers"} {
+			w.Header().Set("Access-Control-Allow-"+k, "*")
+		}
+		fmt.Fprint(w, "{}")
+	}), ScopeQuery)
+	ask := func(method, origin string) http.Header {
+		r := httptest.NewRequest(method, "/api/v1/query?query=1", nil)
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		w := httptest.NewRecorder()
+		s.mux.ServeHTTP(w, r)
+		return w.Result().Header
+	}
+	for _, c := range []struct {
+		method, origin       string
+		allow, methods, hdrs string
+	}{
+		{http.MethodGet, "", "", "", ""},
+		{http.MethodGet, "https://evil.example", "", "", ""},
+		{http.MethodOptions, "https://evil.example", "", "", ""},
+		{http.MethodGet, allowed, allowed, "", ""},
+		{http.MethodOptions, allowed, allowed, "GET, POST", "Authorization, Content-Type"},
+	} {
+		h := ask(c.method, c.origin)
+		got := [3]string{h.Get("Access-Control-Allow-Origin"), h.Get("Access-Control-Allow-Methods"), h.Get("Access-Control-Allow-Headers")}
+		if want := [3]string{c.allow, c.methods, c.hdrs}; got != want {
+			t.Errorf("%s from %q: got origin/methods/headers %q; want %q", c.method, c.origin, got, want)
 		}
 	}
 }

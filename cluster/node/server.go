@@ -165,8 +165,7 @@ func (s *Server) wrap(pattern string, scope Scope, h http.Handler) http.Handler 
 		if o := r.Header.Get("Origin"); o != "" && scope == ScopeQuery && slices.Contains(s.opts.HTTP.CORSOrigins, o) {
 			rw.origin = o
 			if r.Method == http.MethodOptions {
-				rw.Header().Set("Access-Control-Allow-Methods", "GET, POST")
-				rw.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+				rw.preflight = true
 				rw.WriteHeader(http.StatusNoContent)
 				return
 			}
@@ -190,13 +189,16 @@ func (s *Server) wrap(pattern string, scope Scope, h http.Handler) http.Handler 
 	})
 }
 
-// respWriter drops CORS headers that handlers (VictoriaMetrics' query API
-// sends "Access-Control-Allow-Origin: *") set, allowing only a configured
-// origin, and remembers whether the answer started.
+// respWriter drops every CORS header that handlers set (VictoriaMetrics'
+// query API sends "Access-Control-Allow-Origin: *", and "*" for headers and
+// methods), allowing only a configured origin and, on its preflight, the
+// methods and headers the query API takes; it remembers whether the answer
+// started.
 type respWriter struct {
 	http.ResponseWriter
-	origin string
-	wrote  bool
+	origin    string
+	preflight bool
+	wrote     bool
 }
 
 func (w *respWriter) WriteHeader(code int) {
@@ -204,13 +206,17 @@ func (w *respWriter) WriteHeader(code int) {
 		w.wrote = true
 		h := w.ResponseWriter.Header()
 		for k := range h {
-			if strings.HasPrefix(k, "Access-Control-Allow-") && k != "Access-Control-Allow-Methods" && k != "Access-Control-Allow-Headers" {
+			if strings.HasPrefix(k, "Access-Control-Allow-") {
 				h.Del(k)
 			}
 		}
 		if w.origin != "" {
 			h.Set("Access-Control-Allow-Origin", w.origin)
 			h.Add("Vary", "Origin")
+		}
+		if w.preflight {
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
