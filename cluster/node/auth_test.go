@@ -330,3 +330,32 @@ func TestCORSHeadersOnlyForAllowedOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongMethodOnARoute: a method a route does not take is 405 with
+// Allow naming the ones it does, not "no API endpoint"; an unknown path
+// stays 404.
+func TestWrongMethodOnARoute(t *testing.T) {
+	s, err := NewServer(ServerOptions{Addr: "127.0.0.1:0", Role: RoleMDS, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	s.Handle("POST /api/v1/actions/{id}/approve", ok, ScopeAct)
+	s.Handle("GET /api/v1/actions", ok, ScopeQuery)
+	for _, c := range []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{http.MethodGet, "/api/v1/actions/a1/approve", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodDelete, "/api/v1/actions", http.StatusMethodNotAllowed, "GET"},
+		{http.MethodPost, "/api/v1/actions/a1/approve", http.StatusOK, ""},
+		{http.MethodGet, "/api/v1/nothing", http.StatusNotFound, ""},
+	} {
+		w := httptest.NewRecorder()
+		s.mux.ServeHTTP(w, httptest.NewRequest(c.method, c.path, strings.NewReader("")))
+		if w.Code != c.code || w.Header().Get("Allow") != c.allow {
+			t.Errorf("%s %s: got %d Allow %q (%s); want %d Allow %q", c.method, c.path, w.Code, w.Header().Get("Allow"), strings.TrimSpace(w.Body.String()), c.code, c.allow)
+		}
+	}
+}

@@ -116,9 +116,34 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }), ScopePublic)
 	s.Handle("/readyz", http.HandlerFunc(s.serveReady), ScopePublic)
 	s.mux.Handle("/", s.wrap("/", ScopePublic, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := s.methodsAt(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeJSONError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("%s is not allowed at %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
 		writeJSONError(w, http.StatusNotFound, "not_found", "no API endpoint at "+r.URL.Path+" (docs/storage.md lists them)")
 	})))
 	return s, nil
+}
+
+// methodsAt returns the methods that a route mounted with a method in its
+// pattern (e.g. "POST /api/v1/actions/{id}/approve") takes at r's path,
+// for the 405 answer: the catch-all "/" matches every method, so without
+// this a GET to a POST-only route read "no API endpoint".
+func (s *Server) methodsAt(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		c := r.Clone(r.Context())
+		c.Method = m
+		if _, pattern := s.mux.Handler(c); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // CheckListener builds, and discards, the server a daemon of role on listen
