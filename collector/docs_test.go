@@ -39,6 +39,10 @@ func TestMetricsDoc(t *testing.T) {
 	b.WriteString("reading the same drive) is served once, from nvme. A mountstats counter above 2^63 (the\n")
 	b.WriteString("kernel's signed time sums gone negative, as in the ACCESS row of prometheus-procfs_mountstats)\n")
 	b.WriteString("is skipped and logged instead of served as a counter jump of 1.8e19.\n\n")
+	b.WriteString("Beside the series below, every agent also serves its own Go runtime and process series\n")
+	b.WriteString("(`go_*`: memory, GC, goroutines; `process_*`: CPU seconds, resident memory, open file\n")
+	b.WriteString("descriptors, I/O), written by VictoriaMetrics' `metrics` package. They describe the agent\n")
+	b.WriteString("process, not the host, and are not listed here.\n\n")
 	var colls []string
 	byColl := map[string][]models.MetricDesc{}
 	for _, d := range models.Metrics {
