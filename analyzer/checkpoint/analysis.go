@@ -169,8 +169,10 @@ func resample(pts []Point) grid {
 // fewer, the idle level and its noise cannot be told apart.
 const minSamples = 16
 
-// levels returns the idle level and the burst level of the known values
-// (NaN busy level when there are fewer than minSamples or none stands out).
+// levels returns the idle level, the cut above which a value is clearly
+// raised over it, and the burst level of the known values (NaN cut and
+// busy level when there are fewer than minSamples; NaN busy level when
+// none stands out).
 // The idle level is the 10th percentile, not the median, so a history that
 // bursts fill for more than half still finds its idle floor. The noise
 // around it is the smaller of two estimates: the median deviation of the
@@ -185,7 +187,7 @@ const minSamples = 16
 // quantile, because bursts are spiky: a cache-absorbed first instant can
 // run 30× the sustained rate, and a threshold tied to it would cut bursts
 // apart.
-func levels(v []float64, minBW float64) (base, busy float64) {
+func levels(v []float64, minBW float64) (base, cut, busy float64) {
 	known := make([]float64, 0, len(v))
 	for _, x := range v {
 		if !math.IsNaN(x) {
@@ -193,7 +195,7 @@ func levels(v []float64, minBW float64) (base, busy float64) {
 		}
 	}
 	if len(known) < minSamples {
-		return 0, math.NaN()
+		return 0, math.NaN(), math.NaN()
 	}
 	slices.Sort(known)
 	q := func(p float64) float64 { return known[int(p*float64(len(known)))] }
@@ -204,12 +206,12 @@ func levels(v []float64, minBW float64) (base, busy float64) {
 		dev[i] = x - base
 	}
 	noise := min(robust.MADScale*robust.Median(dev), (q(0.20)-q(0.05))/0.80)
-	cut := max(minBW, base+6*noise, 3*base)
+	cut = max(minBW, base+6*noise, 3*base)
 	i := sort.SearchFloat64s(known, math.Nextafter(cut, math.Inf(1)))
 	if i == len(known) {
-		return base, math.NaN() // nothing stands out: no bursts
+		return base, cut, math.NaN() // nothing stands out: no bursts
 	}
-	return base, robust.Median(known[i:])
+	return base, cut, robust.Median(known[i:])
 }
 
 // DetectBursts finds write bursts in pts (sorted by time): maximal runs of
@@ -221,16 +223,19 @@ func levels(v []float64, minBW float64) (base, busy float64) {
 func DetectBursts(pts []Point, p Params) []Burst {
 	p = p.withDefaults()
 	g := resample(pts)
-	return detect(&g, p)
+	bursts, _ := detect(&g, p)
+	return bursts
 }
 
-func detect(g *grid, p Params) []Burst {
+// detect returns the bursts on g and the cut above which a value is
+// clearly raised over the idle level (levels; NaN with too little history).
+func detect(g *grid, p Params) ([]Burst, float64) {
 	if len(g.v) == 0 {
-		return nil
+		return nil, math.NaN()
 	}
-	base, busy := levels(g.v, p.MinBandwidth)
+	base, cut, busy := levels(g.v, p.MinBandwidth)
 	if math.IsNaN(busy) {
-		return nil
+		return nil, cut
 	}
 	thr := math.Max(p.MinBandwidth, base+p.ThresholdFrac*(busy-base))
 	merge := p.MergeGap
@@ -281,7 +286,7 @@ func detect(g *grid, p Params) []Burst {
 			out[i].MeanBandwidth = out[i].Bytes / d
 		}
 	}
-	return out
+	return out, cut
 }
 
 // EstimatePeriod estimates the period of the bursts in pts (sorted by time)
@@ -290,7 +295,7 @@ func detect(g *grid, p Params) []Burst {
 func EstimatePeriod(pts []Point, p Params) (Periodicity, []Burst, bool) {
 	p = p.withDefaults()
 	g := resample(pts)
-	bursts := detect(&g, p)
+	bursts, _ := detect(&g, p)
 	per, ok := estimate(&g, bursts, p)
 	return per, bursts, ok
 }

@@ -58,6 +58,9 @@ type group struct {
 	perOK         bool
 	forecastSince time.Time // zero when no forecast is open
 	lastForecast  *models.Finding
+	// raised: the newest sample, at the last Findings call's now, is
+	// clearly above the idle level (Raised).
+	raised bool
 }
 
 // Detector tracks the write-bandwidth series of many groups (jobs or client
@@ -138,6 +141,22 @@ func rollForward(p Periodicity, now time.Time) Periodicity {
 	return p
 }
 
+// Raised reports whether subject's newest sample, taken at the now of the
+// last Findings call, is clearly above its idle level: above the cut over
+// which the burst level is found (MinBandwidth, 6 × the idle noise and 3 ×
+// the idle level; never with fewer than 16 samples of history). It is
+// lower than the burst threshold on purpose: a sample is the mean over its
+// interval, so the first sample of a burst that began late in the interval
+// holds only a part of it and can stay below the threshold, and the burst
+// is found one sample later. Raised alone is no burst (a log flush, a small
+// write is raised too); a caller that has a second sign of a burst
+// starting — the job's GPUs stopped together for a synchronous
+// checkpoint — can take the two together for its start.
+func (d *Detector) Raised(subject models.Subject) bool {
+	g := d.groups[subject]
+	return g != nil && g.raised
+}
+
 // Bursts returns the bursts of subject found by the last Findings call.
 func (d *Detector) Bursts(subject models.Subject) []Burst {
 	g := d.groups[subject]
@@ -181,11 +200,13 @@ func (d *Detector) analyse(now time.Time, g *group) []models.Finding {
 	}
 	g.pts = g.pts[cut:]
 	gr := resample(g.pts)
-	bursts := detect(&gr, d.opts.Params)
+	bursts, raisedAbove := detect(&gr, d.opts.Params)
+	n := len(g.pts)
+	g.raised = n > 0 && g.pts[n-1].T.Equal(now) && g.pts[n-1].BytesPerSec > raisedAbove // false for a NaN cut
 	g.per, g.perOK = estimate(&gr, bursts, d.opts.Params)
 	// A silent group (a job that ended) keeps no forecast: once two
 	// periods pass without a sample its rhythm is no longer evidence.
-	if n := len(g.pts); g.perOK && (n == 0 || now.Sub(g.pts[n-1].T) > 2*g.per.Period) {
+	if g.perOK && (n == 0 || now.Sub(g.pts[n-1].T) > 2*g.per.Period) {
 		g.perOK = false
 	}
 	var out []models.Finding

@@ -242,3 +242,50 @@ func TestForecastWindowRoundTrips(t *testing.T) {
 		t.Error("ForecastWindow of a burst: got ok; want not a forecast")
 	}
 }
+
+// TestRaisedMarksAPartialFirstSample: a job writes about 5 MB/s between
+// checkpoints of 2 GB/s. A checkpoint that began a second before a sample
+// puts a tenth of its rate in it: under the burst threshold (no burst
+// yet) but raised above idle. Idle samples are not raised, nor is a job
+// with no sample at now.
+func TestRaisedMarksAPartialFirstSample(t *testing.T) {
+	d, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := func(i int) float64 {
+		switch {
+		case i >= 20 && i < 23:
+			return 2e9
+		case i == 30:
+			return 0.2e9
+		}
+		return 5e6 + float64(i%3)*1e5
+	}
+	for i := range 31 {
+		now := t0.Add(time.Duration(i) * 10 * time.Second)
+		if err := d.Observe(now, job, Point{T: now, BytesPerSec: rate(i)}); err != nil {
+			t.Fatal(err)
+		}
+		fs := d.Findings(now)
+		open := false
+		for _, f := range fs {
+			open = open || f.Kind == KindBurst && f.Active()
+		}
+		want := i >= 20 && i < 23 || i == 30
+		if got := d.Raised(job); got != want {
+			t.Errorf("sample %d (%.3g B/s): Raised %v; want %v", i, rate(i), got, want)
+		}
+		if wantOpen := i >= 20 && i < 23; open != wantOpen {
+			t.Errorf("sample %d: burst open %v; want %v", i, open, wantOpen)
+		}
+	}
+	later := t0.Add(305 * time.Second)
+	d.Findings(later)
+	if d.Raised(job) {
+		t.Error("Raised at a now with no sample; want false")
+	}
+	if d.Raised(models.Subject{Kind: models.SubjectJob, ID: "other"}) {
+		t.Error("Raised for a job never observed; want false")
+	}
+}

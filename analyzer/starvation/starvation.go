@@ -24,8 +24,9 @@
 //
 // A GPU whose job is in a checkpoint burst is blamed on the checkpoint pause
 // (the job subject) before storage is considered, and so is one whose job
-// was in a pause at the previous tick while the job's GPUs stay stopped
-// together (pausing).
+// was in a pause at the previous tick, or whose job's writes rose clearly
+// above idle at this tick (a burst starting), while the job's GPUs are
+// stopped together (pausing).
 //
 // Findings are for people. An episode of blame on one cause (idle GPUs
 // blamed on it, closed after ExitAfter without) gets its own finding once
@@ -105,6 +106,13 @@ type Input struct {
 	Health []Health
 	// Checkpointing lists the jobs writing a checkpoint burst now.
 	Checkpointing []string
+	// Starting lists jobs whose write rate rose clearly above its idle
+	// level at this tick with no burst seen yet: a checkpoint that began
+	// late in the tick's interval shows only a part of its rate in the
+	// tick's sample (checkpoint.Detector.Raised). Such a job is in a
+	// checkpoint pause at this tick only when its GPUs stopped together
+	// (PauseShare of them at or below PauseUtil).
+	Starting []string
 }
 
 // Options tune the analyzer. Zero values take the defaults in brackets.
@@ -730,7 +738,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 	byNode := a.rememberPaths(dt, in.Paths, t)
 	gpus := append([]GPU(nil), in.GPUs...)
 	sort.Slice(gpus, func(i, j int) bool { return gpus[i].ID < gpus[j].ID })
-	ckpt := a.pausing(in.Checkpointing, gpus)
+	ckpt := a.pausing(in.Checkpointing, in.Starting, gpus)
 	a.gpus = len(gpus)
 	for _, b := range a.blames {
 		b.tick = 0
@@ -836,25 +844,46 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 }
 
 // pausing returns the jobs whose GPUs wait for a checkpoint at this tick:
-// those in a burst now, and those in a pause at the previous tick whose
-// GPUs are still stopped together (PauseShare of them at or below
-// PauseUtil). A synchronous checkpoint stops every rank until every rank
-// has written, and they resume together when it is done; its write rate
-// can fall long before that — a write hung on a lost data server, or
-// slowed by another job's burst — and the burst detector, which sees only
-// the rate, ends the burst while the GPUs still wait. Their idle time is
-// the checkpoint's until they resume.
-func (a *Analyzer) pausing(bursts []string, gpus []GPU) map[string]bool {
+// those in a burst now, and those whose GPUs are stopped together
+// (PauseShare of them at or below PauseUtil) that were in a pause at the
+// previous tick or are starting a burst now. A synchronous checkpoint
+// stops every rank until every rank has written, and they resume together
+// when it is done; its write rate can fall long before that — a write hung
+// on a lost data server, or slowed by another job's burst — and the burst
+// detector, which sees only the rate, ends the burst while the GPUs still
+// wait. Their idle time is the checkpoint's until they resume. At its
+// start the rate is late instead: a checkpoint that began a second before
+// the tick has a second of its writes in the tick's sample, under the
+// burst threshold, while its GPUs already stopped. GPUs stopping together
+// alone are no pause (a lost data server stops a job's GPUs together
+// too), so a starting job needs both; and a pause seen only so is not
+// carried to the next tick unless the detector then sees the burst or the
+// job is starting still.
+func (a *Analyzer) pausing(bursts, starting []string, gpus []GPU) map[string]bool {
 	now := make(map[string]bool, len(bursts))
 	for _, j := range bursts {
 		if j != "" {
 			now[j] = true
 		}
 	}
-	if len(a.paused) > 0 {
+	// Jobs that are paused if their GPUs are stopped together.
+	maybe := make(map[string]bool, len(a.paused)+len(starting))
+	for j := range a.paused {
+		maybe[j] = true
+	}
+	for _, j := range starting {
+		if j != "" {
+			maybe[j] = true
+		}
+	}
+	carried := make(map[string]bool, len(now))
+	for j := range now {
+		carried[j] = true
+	}
+	if len(maybe) > 0 {
 		stopped, all := map[string]int{}, map[string]int{}
 		for _, g := range gpus {
-			if a.paused[g.Job] && !now[g.Job] {
+			if maybe[g.Job] && !now[g.Job] {
 				all[g.Job]++
 				if g.Util <= a.opts.PauseUtil {
 					stopped[g.Job]++
@@ -864,10 +893,13 @@ func (a *Analyzer) pausing(bursts []string, gpus []GPU) map[string]bool {
 		for j, n := range all {
 			if float64(stopped[j]) >= a.opts.PauseShare*float64(n) {
 				now[j] = true
+				if a.paused[j] {
+					carried[j] = true
+				}
 			}
 		}
 	}
-	a.paused = now
+	a.paused = carried
 	return now
 }
 

@@ -28,7 +28,9 @@ type ForecastRecord struct {
 // O_DIRECT), summed per group in one query. It also reads the write errors
 // the clients reported to the MDS (the LAYOUTSTATS ingest's error counter)
 // and reports a burst of a group whose clients met write errors as a
-// failed checkpoint.
+// failed checkpoint. For the starvation stage it keeps the groups in a
+// burst this tick and those whose write rate rose clearly above idle
+// without one yet (a burst that began late in the rate window).
 type checkpointStage struct {
 	a    *Analysis
 	det  *checkpoint.Detector
@@ -38,12 +40,17 @@ type checkpointStage struct {
 	errSeen   map[errSeries]errReading  // last sample of each error counter
 	errInit   bool                      // errSeen holds a first reading
 
-	groups  map[models.Subject]bool
-	last    map[models.Subject]time.Time
-	active  map[string]bool // groups (subject ids) in a burst this tick
-	mu      sync.Mutex
-	records []ForecastRecord
-	lastRec map[models.Subject]time.Time
+	groups map[models.Subject]bool
+	last   map[models.Subject]time.Time
+	active map[string]bool // groups (subject ids) in a burst this tick
+	// starting are the groups (subject ids) whose write rate is clearly
+	// above their idle level this tick with no burst seen yet
+	// (checkpoint.Detector.Raised): a burst that may have begun late in
+	// the tick's rate window.
+	starting map[string]bool
+	mu       sync.Mutex
+	records  []ForecastRecord
+	lastRec  map[models.Subject]time.Time
 }
 
 func newCheckpointStage(a *Analysis) (*checkpointStage, error) {
@@ -54,7 +61,7 @@ func newCheckpointStage(a *Analysis) (*checkpointStage, error) {
 	return &checkpointStage{a: a, det: det, fail: checkpoint.NewFailures(checkpoint.FailureOptions{}),
 		nodeGroup: map[string]models.Subject{}, errSeen: map[errSeries]errReading{},
 		groups: map[models.Subject]bool{}, last: map[models.Subject]time.Time{},
-		active: map[string]bool{}, lastRec: map[models.Subject]time.Time{}}, nil
+		active: map[string]bool{}, starting: map[string]bool{}, lastRec: map[models.Subject]time.Time{}}, nil
 }
 
 func (c *checkpointStage) Name() string { return "checkpoint" }
@@ -108,6 +115,12 @@ func (c *checkpointStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	for i := range fs {
 		if fs[i].Kind == checkpoint.KindBurst && fs[i].Active() {
 			c.active[fs[i].Subject.ID] = true
+		}
+	}
+	clear(c.starting)
+	for _, g := range subs {
+		if c.det.Raised(g) && !c.active[g.ID] {
+			c.starting[g.ID] = true
 		}
 	}
 	c.record(now)

@@ -108,7 +108,7 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 // its agent's node once the device table names it), whether the DS's
 // agent answers and bytes not delivered (down: downRule) and the hotspot
 // stage's findings whose condition holds at this tick (hotNow), and the groups the checkpoint stage sees writing a
-// burst. Each GPU node's own side is a client subject at the root of its
+// burst or starting one (a write rate clearly above idle, checkpointStage). Each GPU node's own side is a client subject at the root of its
 // path, judged by its NIC's receive utilisation (a node behind a link too
 // slow for its GPUs, or one filled by other traffic) and by its read
 // latency against the other clients' on the same devices (clientside.go).
@@ -339,6 +339,10 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		in.Checkpointing = append(in.Checkpointing, g)
 	}
 	sort.Strings(in.Checkpointing)
+	for g := range s.a.ckpt.starting {
+		in.Starting = append(in.Starting, g)
+	}
+	sort.Strings(in.Starting)
 	if err := s.an.Observe(now, in); err != nil {
 		return nil, err
 	}
