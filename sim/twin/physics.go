@@ -194,7 +194,7 @@ func (t *Twin) addStreamFlows(si int32) {
 		amp = 1
 	}
 	req = max(req, 4096)
-	st.segs = st.segs[:0]
+	st.segs, st.slowest = st.segs[:0], st.slowest[:0]
 	lat, downDS, failed := t.stripeTimes(st, st.file, req, write)
 	lat += req / c.nicBW
 	if st.gpu >= 0 && st.kind == streamSeqRead && downDS < 0 && !failed {
@@ -220,10 +220,11 @@ func (t *Twin) addStreamFlows(si int32) {
 	t.addFileFlows(si, st, st.file, wantWire, min(wantWire, capWire), req, amp, downDS)
 }
 
-// stripeTimes fills st.slowest with the stripes of file f that set the
-// stream's latency this tick and returns that latency (device plus queued
-// network round trip), the data server found down (-1 none) and whether a
-// device of the file is unavailable.
+// stripeTimes adds to st.slowest the stripes of file f that set the
+// stream's latency there this tick, as the stream's next segment, and
+// returns that latency (device plus queued network round trip), the data
+// server found down (-1 none) and whether a device of the file is
+// unavailable.
 func (t *Twin) stripeTimes(st *stream, f int32, req float64, write bool) (worst float64, downDS int32, failed bool) {
 	fl := &t.files[f]
 	rtt := t.sc.Topology.NetRTTMicros * 1e-6
@@ -231,7 +232,7 @@ func (t *Twin) stripeTimes(st *stream, f int32, req float64, write bool) (worst 
 	downDS = -1
 	// each stripe's time through device and network, and which of the two
 	// dominates it (slowPart.lat is reused as the stripe's time)
-	st.slowest = st.slowest[:0]
+	first, seg := len(st.slowest), uint8(len(st.segs))
 	for s := fl.first; s < fl.first+fl.n; s++ {
 		d := t.stripes[s].dev
 		c := &t.dtk[d]
@@ -251,7 +252,7 @@ func (t *Twin) stripeTimes(st *stream, f int32, req float64, write bool) (worst 
 		if t.hostQ[ch] > q {
 			q, qr = t.hostQ[ch], t.hostQRes[ch]
 		}
-		p := slowPart{dev: d, net: -1, lat: l + rtt*q}
+		p := slowPart{dev: d, net: -1, seg: seg, lat: l + rtt*q}
 		if rtt*q > l {
 			p.net = qr
 		}
@@ -261,8 +262,8 @@ func (t *Twin) stripeTimes(st *stream, f int32, req float64, write bool) (worst 
 	// the stream completes with its slowest stripes: keep those within
 	// equalLimit of the slowest, each of which limits it alike
 	// (docs/scenarios.md)
-	kept := st.slowest[:0]
-	for _, p := range st.slowest {
+	kept := st.slowest[:first]
+	for _, p := range st.slowest[first:] {
 		if p.lat >= worst*(1-equalLimit) {
 			kept = append(kept, p)
 		}
@@ -308,10 +309,12 @@ func (t *Twin) chainFiles(si int32, st *stream, req, window, lat float64) {
 			}
 			t.addFileFlows(si, st, f, want, d, req, 1, -1)
 			st.segs[len(st.segs)-1].start = start
+			st.segs[len(st.segs)-1].time = d / rate
 			return
 		}
 		t.addFileFlows(si, st, f, rem, rem, req, 1, -1)
 		st.segs[len(st.segs)-1].start = start
+		st.segs[len(st.segs)-1].time = rem / rate
 		w -= rem
 		left -= rem / rate
 		// the next file: its open, then its first read's latency
@@ -332,6 +335,7 @@ func (t *Twin) chainFiles(si int32, st *stream, req, window, lat float64) {
 				d = min(want, window/lat*max(0, left))
 			}
 			t.addFileFlows(si, st, f, want, d, req, 1, downDS)
+			st.segs[len(st.segs)-1].time = d * lat / window
 			return
 		}
 	}
@@ -355,7 +359,13 @@ func (t *Twin) addFileFlows(si int32, st *stream, f int32, wantWire, demand, req
 	fl := &t.files[f]
 	write := st.kind == streamWrite
 	seg := len(st.segs)
-	st.segs = append(st.segs, segment{file: f})
+	nslow := int32(0)
+	for _, p := range st.slowest {
+		if int(p.seg) == seg {
+			nslow++
+		}
+	}
+	st.segs = append(st.segs, segment{file: f, nslow: nslow})
 	invReq := 1 / req
 	n := float64(fl.n)
 	cb := t.cliBase + slotsPerHost*int(st.client)
@@ -398,10 +408,15 @@ func (t *Twin) addFileFlows(si int32, st *stream, f int32, wantWire, demand, req
 }
 
 // segment is one file a stream reads in a tick: the file, where in it the
-// stream started and the goodput it got there.
+// stream started, the goodput it got there and the time it took.
 type segment struct {
 	file       int32
 	start, got float64
+	// time is how long the stream spent on the file this tick (its
+	// bytes ÷ window × the file's time, Little's law); nslow how many of
+	// st.slowest are this file's
+	time  float64
+	nslow int32
 }
 
 // walkSegments moves a data-loader worker that read several files this
@@ -609,9 +624,14 @@ func (t *Twin) settleFlows(now float64) {
 			// delay: the window in flight (read-ahead) limits the stream,
 			// not the link; a link is blamed once its queue at least
 			// doubles the round trip, as a device is (docs/scenarios.md)
-			// the stream's slowest stripes share it alike
-			part := capLoss / f.amp / float64(max(1, len(st.slowest)))
+			// the stream's slowest stripes share it alike; a worker that
+			// read several files this tick ran out of time on all of
+			// them, each owing the share of the time it took
 			for _, p := range st.slowest {
+				part := capLoss / f.amp * t.segShare(st, p.seg)
+				if part <= 0 {
+					continue
+				}
 				if p.net >= 0 && t.rq[p.net] >= 2 {
 					t.noteLoss(st, part, t.causeOfRes(p.net), p.net)
 				} else if p.dev >= 0 && t.dev[p.dev].qmul*t.dev[p.dev].outlier >= 2 {
@@ -750,11 +770,35 @@ func (t *Twin) noteLoss(st *stream, amt float64, cause int8, subj int32) {
 }
 
 // slowPart is one stripe of a stream as its latency cap sees it: the
-// device, the network resource whose queue dominates its time (-1 none)
-// and that time.
+// device, the network resource whose queue dominates its time (-1 none),
+// the stream's segment (file) it belongs to and that time.
 type slowPart struct {
 	dev, net int32
+	seg      uint8
 	lat      float64
+}
+
+// segShare is the share of a latency-capped stream's shortfall one of
+// the slowest stripes of its segment seg owes: the segment's share of the
+// time the stream spent on its files this tick, split alike over that
+// file's slowest stripes. With no time booked (a stream read nothing
+// before the cap), the last file's stripes owe it all.
+func (t *Twin) segShare(st *stream, seg uint8) float64 {
+	sg := &st.segs[seg]
+	if sg.nslow <= 0 {
+		return 0
+	}
+	tot := 0.0
+	for i := range st.segs {
+		tot += st.segs[i].time
+	}
+	if len(st.segs) == 1 || tot <= 0 {
+		if int(seg) != len(st.segs)-1 {
+			return 0
+		}
+		return 1 / float64(sg.nslow)
+	}
+	return sg.time / tot / float64(sg.nslow)
 }
 
 // equalLimit is how close to the slowest stripe's time another stripe's

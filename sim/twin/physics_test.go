@@ -814,3 +814,72 @@ func TestOneSlowWorkerHoldsTheGPUInOrder(t *testing.T) {
 			idle, n, onDrive, tw.dev[d].name, n)
 	}
 }
+
+// chainTick runs oneSlowWorker's GPU with one worker (1 GB/s) whose
+// prefetch is full and which finishes the last 350 MB of a shard on one
+// drive, held at queueing multiplier hotQ (1: no queue), and goes on into
+// a shard on another, idle drive within one tick, with its read-ahead
+// scaled by raScale; it returns the twin, the worker, the hot drive and
+// the read-ahead's subject.
+func chainTick(t *testing.T, hotQ, raScale float64) (*Twin, *stream, int32, int32) {
+	t.Helper()
+	tw := build(t, strings.Replace(oneSlowWorker, "workers: 4", "workers: 1", 1))
+	tw.Run(20) // the worker's prefetch fills
+	j := &tw.jobs[0]
+	st := &tw.streams[j.first]
+	a, b := (st.file+1)%8, (st.file+2)%8 // shards the worker is not on
+	st.file, st.pos, st.ahead = a, tw.files[a].size-350e6, []int32{b}
+	hot := tw.stripes[tw.files[a].first].dev
+	if tw.stripes[tw.files[b].first].dev == hot {
+		t.Fatal("both shards on one drive; the test needs two")
+	}
+	tw.cli[st.client].ra *= raScale
+	tw.dev[hot].qmul = hotQ
+	tw.Step()
+	return tw, st, hot, int32(tw.cliBase + slotsPerHost*int(st.client) + slotNICRx)
+}
+
+// A worker that spends most of a tick finishing a shard on a hot drive
+// and runs out of time in its next shard on an idle one ran out of time on
+// both: the shortfall is split over the two shards by the time the worker
+// spent on each, the hot drive's part on the drive and the idle shard's
+// on the read-ahead (docs/scenarios.md, step 9). The twin used to book it
+// all on the read-ahead, as if the last shard alone had taken the tick.
+// Either repair gives the whole shortfall back: the drive without its
+// queue, or a read-ahead large enough for the idle shard.
+func TestChainShortfallFollowsTheTimeSpent(t *testing.T) {
+	tw, st, hot, ra := chainTick(t, 20, 1)
+	if len(st.segs) != 2 || st.segs[0].time <= 0 || st.segs[1].time <= 0 {
+		t.Fatalf("the worker read %d shards (times %v); want the hot one, then the idle one", len(st.segs), st.segs)
+	}
+	short := 0.0
+	for _, l := range st.losses {
+		short += l.amt
+	}
+	onDrive, onRA := 0.0, 0.0
+	for _, l := range st.losses {
+		switch {
+		case l.cause == causeDevice && l.subj == hot:
+			onDrive += l.amt
+		case l.cause == causeReadAhead && l.subj == ra:
+			onRA += l.amt
+		default:
+			t.Fatalf("shortfall of %.0f MB on %s %s; want it on the hot drive and the read-ahead only", l.amt/1e6, causeNames[l.cause], tw.subjectOf(int(l.cause), int(l.subj)))
+		}
+	}
+	tHot, tIdle := st.segs[0].time, st.segs[1].time
+	if short < 50e6 || tHot < 2*tIdle {
+		t.Fatalf("shortfall %.0f MB, %.2f s on the hot shard, %.2f s on the idle one; the test needs a shortfall and most of the tick on the hot drive", short/1e6, tHot, tIdle)
+	}
+	if want := short * tHot / (tHot + tIdle); math.Abs(onDrive-want) > 1e-6*short {
+		t.Errorf("%.1f MB of the %.1f MB shortfall on the hot drive, %.1f MB on the read-ahead; want %.1f MB on the drive (%.2f s of the worker's %.2f s)",
+			onDrive/1e6, short/1e6, onRA/1e6, want/1e6, tHot, tHot+tIdle)
+	}
+	// what each repair gives back: all of it
+	if _, st, _, _ := chainTick(t, 1, 1); st.lossAmt > 1e-6*short {
+		t.Errorf("the drive without its queue: %.1f MB short; want the whole %.1f MB given back", st.lossAmt/1e6, short/1e6)
+	}
+	if _, st, _, _ := chainTick(t, 20, 4); st.lossAmt > 1e-6*short {
+		t.Errorf("a 4× read-ahead: %.1f MB short; want the whole %.1f MB given back", st.lossAmt/1e6, short/1e6)
+	}
+}

@@ -42,7 +42,8 @@ type stream struct {
 	lossAmt float64
 	losses  []lossPart
 	// slowest are the stripes that set the stream's latency cap this
-	// tick (within equalLimit of the slowest)
+	// tick (within equalLimit of the slowest), of each file it read
+	// (slowPart.seg)
 	slowest  []slowPart
 	errored  bool
 	errDown  bool  // the error is a hang on a lost data server
