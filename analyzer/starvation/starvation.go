@@ -2,7 +2,10 @@
 // caused it. Each tick, every GPU whose utilisation fell below its own
 // recent level (seeded, when the analyzer first sees a GPU, from its
 // earlier utilisation where the caller knows it) loses
-// (level − utilisation) × dt GPU-seconds. Those seconds
+// (level − utilisation) × dt GPU-seconds; a GPU whose path has been
+// unhealthy at every tick since it was first seen, with no busier history,
+// has shown no level of its own and loses against a whole GPU (1) until
+// its path is healthy once. Those seconds
 // are blamed on storage only when the node's storage path (the devices,
 // stripes, data servers and ports its LAYOUTSTATS and mountstats show it
 // reading from) is unhealthy: a subject that is down, saturated, flagged hot
@@ -296,6 +299,12 @@ type Analyzer struct {
 	paused   map[string]bool                       // jobs in a checkpoint pause at the last tick
 	paths    map[string]map[models.Subject]float64 // remembered read shares per node
 	parents  map[models.Subject]*remembered        // remembered topology
+	// unproven are the GPUs whose level is only what they did on a path
+	// that has been unhealthy at every tick since the analyzer first saw
+	// them (and whose history, Before, showed nothing higher): their loss
+	// is counted against a whole GPU (1) while the path stays unhealthy,
+	// and their own level holds from the first tick it is healthy.
+	unproven map[string]bool
 }
 
 // less orders subjects by kind, then id, without building strings.
@@ -320,7 +329,7 @@ func New(opts Options) (*Analyzer, error) {
 			o.CommonCause, o.DominantLatency, o.PauseShare, o.PauseUtil, o.SlowFactor, o.MinDrop, o.CriticalShare, o.MinEpisodeGPUSeconds)
 	}
 	return &Analyzer{
-		opts: o, level: map[string]float64{}, expected: map[models.Subject]float64{},
+		opts: o, level: map[string]float64{}, unproven: map[string]bool{}, expected: map[models.Subject]float64{},
 		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{}, recur: map[string]*recurring{},
 		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]*remembered{},
 	}, nil
@@ -754,15 +763,43 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if i > 0 && gpus[i-1].ID == g.ID {
 			return fmt.Errorf("cannot use utilisation of GPU %q: listed twice", g.ID)
 		}
+		paused := ckpt[g.Job] && g.Job != ""
+		nodeCulprits := func() []culprit {
+			cs, done := culprits[g.Node]
+			if !done {
+				cs = t.nodeCulprits(byNode[g.Node])
+				culprits[g.Node] = cs
+			}
+			return cs
+		}
+		// A GPU starved since the analyzer first saw it, on a path that
+		// has been unhealthy all along (a node behind a saturated NIC from
+		// its job's first step, an mds started during a fault with no
+		// history), never showed its level: what it does is the fault's
+		// doing, so its loss is counted against a whole GPU until its
+		// path is healthy once; from then on its level is its own.
 		lvl, ok := a.level[g.ID]
 		if !ok {
 			// First sight: nothing to compare with yet; the level is what
-			// the GPU reached before (its history), if higher.
+			// the GPU reached before (its history), if higher, and it is
+			// unproven when that history shows it no busier than now and
+			// its path is unhealthy.
 			a.level[g.ID] = g.Util
 			if g.Before > g.Util { // false for NaN
 				a.level[g.ID] = g.Before
 			}
+			if !(g.Before-g.Util >= a.opts.MinDrop) && (paused || len(nodeCulprits()) > 0) {
+				a.unproven[g.ID] = true
+			}
 			continue
+		}
+		ref := lvl
+		if a.unproven[g.ID] && !paused {
+			if len(nodeCulprits()) == 0 {
+				delete(a.unproven, g.ID)
+			} else {
+				ref = max(lvl, 1)
+			}
 		}
 		// The level follows utilisation up at once; it sinks slowly, and
 		// only while the loss is not blamed on storage or a checkpoint:
@@ -776,21 +813,17 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if g.Util > lvl {
 			a.level[g.ID] = g.Util
 		}
-		drop := lvl - g.Util
+		drop := ref - g.Util
 		if dt == 0 || drop < a.opts.MinDrop {
 			sink()
 			continue
 		}
 		lost := drop * dt
-		if ckpt[g.Job] && g.Job != "" {
+		if paused {
 			a.charge(now, culprit{subject: models.Subject{Kind: models.SubjectJob, ID: g.Job}, reason: "checkpoint pause", weight: 1}, g, lost, lost)
 			continue
 		}
-		cs, done := culprits[g.Node]
-		if !done {
-			cs = t.nodeCulprits(byNode[g.Node])
-			culprits[g.Node] = cs
-		}
+		cs := nodeCulprits()
 		if len(cs) == 0 {
 			a.lost[NotStorage] += lost
 			sink()

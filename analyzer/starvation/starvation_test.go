@@ -588,12 +588,7 @@ func TestPauseLastsWhileGPUsStayStopped(t *testing.T) {
 	tick := 0
 	step := func(n int) {
 		t.Helper()
-		for range n {
-			if err := a.Observe(t0.Add(time.Duration(tick)*10*time.Second), c.input()); err != nil {
-				t.Fatal(err)
-			}
-			tick++
-		}
+		observe(t, a, c, &tick, n)
 	}
 	step(5)
 	c.ckpt, c.util["n2"] = []string{"j2"}, 0
@@ -634,9 +629,11 @@ func TestPauseLastsWhileGPUsStayStopped(t *testing.T) {
 // hot shard already starves n0's GPUs (at 0.5) and n1's GPUs are idle
 // for a reason that is not storage (at 0.2). With the GPUs' earlier
 // utilisation (0.9, from stored history) their loss is counted from the
-// second tick, n0's on the device; without it they take the starved
-// utilisation for their level and nothing is counted. A GPU seen before
-// ignores Before, and a Before below the utilisation changes nothing.
+// second tick, n0's on the device; without it n1 takes its utilisation
+// for its level (its path is healthy: nothing is counted), and n0, on a
+// path unhealthy since its first sight, is counted against a whole GPU
+// (TestStarvedSinceFirstSight). A GPU seen before ignores Before, and a
+// Before below the utilisation changes nothing.
 func TestLevelFromBefore(t *testing.T) {
 	run := func(before float64) map[string]float64 {
 		t.Helper()
@@ -677,8 +674,62 @@ func TestLevelFromBefore(t *testing.T) {
 	}
 	for _, before := range []float64{0, math.NaN(), 0.1} {
 		lost := run(before)
-		if lost["device:ds0/nvme1"] != 0 || lost[NotStorage] != 0 {
-			t.Errorf("earlier utilisation %v: lost %v; want nothing (the level is the first utilisation)", before, lost)
+		// Three ticks of 8 GPUs losing 0.5 of 10 s against a whole GPU.
+		if math.Abs(lost["device:ds0/nvme1"]-120) > 1e-6 || lost[NotStorage] != 0 {
+			t.Errorf("earlier utilisation %v: lost %v; want 120 GPU-s on device:ds0/nvme1 (n0, unproven) and no not-storage (n1's level is its first utilisation)", before, lost)
 		}
+	}
+}
+
+// TestStarvedSinceFirstSight: n0's GPUs run at 0.4 from their first
+// reading behind a device that is saturated all along (a node behind a
+// link too slow for its job, an mds started during a fault with no
+// history); n1's run at 0.3 on a healthy path (a job held by its own
+// loader). n0's loss is counted against a whole GPU and blamed on the
+// device from the second tick; n1's never counts. Once n0's path is
+// healthy for a tick its level is its own (0.4): the device saturated
+// again with the GPUs where they were costs nothing more, and neither
+// does a first reading on a healthy path (n1) when its path turns bad.
+func TestStarvedSinceFirstSight(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	dev := c.health[subj(models.SubjectDevice, "ds0/nvme1")]
+	c.util["n0"], c.util["n1"] = 0.4, 0.3
+	tick := 0
+	step := func(n int) {
+		t.Helper()
+		observe(t, a, c, &tick, n)
+	}
+	dev.Util = 0.97
+	step(4)
+	lost := a.LostByCause()
+	// Three ticks of 8 GPUs losing 0.6 of 10 s.
+	if got := lost["device:ds0/nvme1"]; math.Abs(got-144) > 1e-6 {
+		t.Errorf("starved since first sight: device:ds0/nvme1 blamed for %v GPU-s; want 144: %v", got, lost)
+	}
+	if len(lost) != 1 {
+		t.Errorf("starved since first sight: lost %v; want the device only (n1's path is healthy)", lost)
+	}
+	dev.Util = 0.4
+	step(1)
+	dev.Util = 0.97
+	c.health[subj(models.SubjectDevice, "ds1/nvme0")].Util = 0.97
+	step(3)
+	if got := a.LostByCause(); len(got) != 1 || got["device:ds0/nvme1"] != lost["device:ds0/nvme1"] {
+		t.Errorf("after a healthy tick: lost %v; want nothing more (the levels are the GPUs' own)", got)
+	}
+}
+
+// observe feeds a with c's input for n ticks 10 s apart, from *tick on.
+func observe(t *testing.T, a *Analyzer, c *cluster, tick *int, n int) {
+	t.Helper()
+	for range n {
+		if err := a.Observe(t0.Add(time.Duration(*tick)*10*time.Second), c.input()); err != nil {
+			t.Fatal(err)
+		}
+		*tick++
 	}
 }
