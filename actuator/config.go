@@ -90,6 +90,13 @@ type Rebalance struct {
 	Headroom float64 `yaml:"headroom"`
 	// HeatHalfLife smooths per-stripe heat from LAYOUTSTATS.
 	HeatHalfLife Duration `yaml:"heat_half_life"`
+	// Restripe lets a rebalance rewrite a file whose components are each
+	// hotter than the target over more devices (restripe_file), when the
+	// driver can (twin); off, such a file is only noted.
+	Restripe bool `yaml:"restripe"`
+	// MaxStripeWidth bounds the components of a restriped mirror (0: as
+	// many as the pool has legal devices).
+	MaxStripeWidth int `yaml:"max_stripe_width"`
 }
 
 // Evacuate configures evacuation and spare promotion.
@@ -145,7 +152,7 @@ func DefaultConfig() Config {
 			Cooldown:             Duration(30 * time.Minute),
 			CheckpointMargin:     Duration(30 * time.Second),
 		},
-		Rebalance: Rebalance{TargetMaxMean: 1.05, MinGain: 0.1, Headroom: 0.1, HeatHalfLife: Duration(time.Minute)},
+		Rebalance: Rebalance{TargetMaxMean: 1.05, MinGain: 0.1, Headroom: 0.1, HeatHalfLife: Duration(time.Minute), Restripe: true},
 		Evacuate:  Evacuate{UseSpares: true, UrgentWithin: Duration(7 * 24 * time.Hour)},
 		Verify:    Verify{Window: Duration(5 * time.Minute), Rollback: true, WorseGPUDrop: 0.05},
 		Move:      MoveOpts{Grace: Duration(10 * time.Minute), MaxAttempts: 5, Backoff: Duration(10 * time.Second), MaxBackoff: Duration(5 * time.Minute)},
@@ -248,6 +255,9 @@ func (c *Config) Validate(prefix string) error {
 	}
 	if r.HeatHalfLife <= 0 {
 		bad("rebalance.heat_half_life", time.Duration(r.HeatHalfLife), "must be positive")
+	}
+	if r.MaxStripeWidth < 0 {
+		bad("rebalance.max_stripe_width", r.MaxStripeWidth, "is negative (0: no bound)")
 	}
 	if c.Evacuate.UrgentWithin < 0 {
 		bad("evacuate.urgent_within", time.Duration(c.Evacuate.UrgentWithin), "is negative")

@@ -36,6 +36,11 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 	for i := range kids {
 		if kids[i].Move != nil && kids[i].RollbackOf == "" {
 			srcs[kids[i].Move.From] = true
+			if r := kids[i].Move.Restripe; r != nil {
+				for _, d := range r.From {
+					srcs[d] = true
+				}
+			}
 		}
 	}
 	if p.Subject.Kind == models.SubjectDevice {

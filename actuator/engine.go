@@ -314,13 +314,13 @@ func (e *Engine) abortUnderWay(ctx context.Context) error {
 		}
 		ph := a.Move.Phase
 		if lay, err := e.mover.Locate(ctx, a.Move.File); err == nil {
-			if cur, _ := lay.At(a.Move.Mirror, a.Move.Component); cur.Device == a.Move.To {
+			if done, _, _ := moveState(&lay, a.Move); done {
 				// committed (the journal had not learnt it): the next
 				// start sees it and cleans up after the grace
 				continue
 			}
 		}
-		if err := e.mover.Abort(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := e.abortStep(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
 			e.log.Warn("cannot abort a move at stop; the next start resumes or aborts it", "action", id, "phase", string(ph), "err", err)
 			continue
 		}
@@ -897,8 +897,12 @@ func (e *Engine) takeOver(ctx context.Context, now time.Time, epoch uint64) erro
 				handle = c.Handle
 			}
 		}
+		kind := models.ActionMoveStripe
+		if m.Restripe != nil {
+			kind = models.ActionRestripeFile
+		}
 		as = append(as, &models.Action{
-			ID: f.ID, Kind: models.ActionMoveStripe,
+			ID: f.ID, Kind: kind,
 			Subject:     models.Subject{Kind: models.SubjectStripe, ID: m.From + "/" + handle},
 			SubjectName: fmt.Sprintf("%s#%d.%d", m.File, m.Mirror, m.Component),
 			Parent:      p.ID, Mode: p.Mode, State: models.ActionRunning, Urgent: p.Urgent,

@@ -715,6 +715,51 @@ func (c *crashJournal) PutActions(as []models.Action) error {
 	return c.j.PutActions(as)
 }
 
+// crashAndRestart runs an engine on workers (each step journaled on its
+// own) over m with heat and a hotspot on d0 for 6 ticks, its journal
+// failing every write after the first n (a crash), then a new engine on
+// the same journal for 12 ticks; it returns the journal's plans and its
+// actions of every kind.
+func crashAndRestart(t *testing.T, m *memMover, heat map[[2]string]float64, n int) (plans, all []models.Action) {
+	t.Helper()
+	c := rebalanceConfig(models.ModeAuto)
+	c.Move.Grace = 0
+	c.Verify.Window = Duration(time.Second)
+	hot := hotspot("d0", t0)
+	now := t0
+	run := func(j Journal, load func() ([]models.Action, error), ticks int) {
+		e, err := New(Options{Config: c, Mover: m, Journal: j, Load: load, Clock: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for range ticks {
+			var ds []models.StripeDelta
+			for k, v := range heat {
+				ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
+			}
+			e.ObserveStripes(ds)
+			e.Reconcile(context.Background(), now, []models.Finding{hot})
+			e.wg.Wait()
+			now = now.Add(10 * time.Second)
+		}
+		e.Stop(context.Background())
+	}
+	sj, err := storage.OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sj.Close()
+	load := func() ([]models.Action, error) { return sj.Actions(storage.ActionFilter{}) }
+	run(&crashJournal{j: sj, left: n}, load, 6)
+	run(sj, load, 12)
+	plans, _ = sj.Actions(storage.ActionFilter{Plans: true})
+	all, _ = sj.Actions(storage.ActionFilter{})
+	return plans, all
+}
+
 // TestEngineResumesAfterCrashAtEveryStep crashes the engine (on workers,
 // each step journaled on its own) after 1, 2, … journal writes and starts a
 // new one on the same journal: every file ends on the planned device with
@@ -723,41 +768,7 @@ func TestEngineResumesAfterCrashAtEveryStep(t *testing.T) {
 	for n := 1; n < 60; n += 3 {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			m, heat := hotCluster()
-			dir := t.TempDir()
-			c := rebalanceConfig(models.ModeAuto)
-			c.Move.Grace = 0
-			c.Verify.Window = Duration(time.Second)
-			hot := hotspot("d0", t0)
-			now := t0
-			run := func(j Journal, load func() ([]models.Action, error), ticks int) {
-				e, err := New(Options{Config: c, Mover: m, Journal: j, Load: load, Clock: func() time.Time { return now }})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Start(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				for range ticks {
-					var ds []models.StripeDelta
-					for k, v := range heat {
-						ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
-					}
-					e.ObserveStripes(ds)
-					e.Reconcile(context.Background(), now, []models.Finding{hot})
-					e.wg.Wait()
-					now = now.Add(10 * time.Second)
-				}
-				e.Stop(context.Background())
-			}
-			sj, err := storage.OpenJournal(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			load := func() ([]models.Action, error) { return sj.Actions(storage.ActionFilter{}) }
-			run(&crashJournal{j: sj, left: n}, load, 6)
-			run(sj, load, 12)
-			as, _ := sj.Actions(storage.ActionFilter{Plans: true})
-			sj.Close()
+			as, _ := crashAndRestart(t, m, heat, n)
 			if len(as) != 1 || as[0].State != models.ActionSucceeded {
 				t.Fatalf("after the restart: %+v; want one succeeded plan", as)
 			}

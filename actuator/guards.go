@@ -117,13 +117,11 @@ func sortWindows(ws []window) {
 
 func (g *guards) take(m *models.Move) {
 	g.running++
-	g.perDev[m.From]++
-	g.perDev[m.To]++
-	if ds, ok := g.dsOf[m.From]; ok {
-		g.perDS[ds]++
-	}
-	if ds, ok := g.dsOf[m.To]; ok {
-		g.perDS[ds]++
+	for _, d := range moveDevices(m) {
+		g.perDev[d]++
+		if ds, ok := g.dsOf[d]; ok {
+			g.perDS[ds]++
+		}
 	}
 }
 
@@ -141,7 +139,7 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 	if g.lastHour+m.Bytes > b.MaxBytesPerHour {
 		return fmt.Sprintf("%d bytes of moves started in the last hour; %d more would pass max_bytes_per_hour %d", g.lastHour, m.Bytes, b.MaxBytesPerHour), GuardBytesHour
 	}
-	for _, d := range []string{m.From, m.To} {
+	for _, d := range moveDevices(m) {
 		if g.perDev[d] >= b.MaxMovesPerDevice {
 			return fmt.Sprintf("device %s already has %d copies (max_moves_per_device %d)", g.e.name(d), g.perDev[d], b.MaxMovesPerDevice), GuardDeviceBusy
 		}
@@ -269,23 +267,39 @@ func (e *Engine) holdPaused(a *models.Action, now time.Time) (bool, error) {
 const pausedPrefix = GuardCheckpoint + ": paused"
 
 // rateFor is the pace of a copy: the device and DS shares of bandwidth
-// migration may take, split over the copies on each.
+// migration may take, split over the copies on each. A restripe reads its
+// old devices and writes its new ones in parallel: its pace is that of
+// one device times the fewer of the two sides' devices, and of one data
+// server's share times the fewer of their data servers, so that no device
+// or data server passes its share.
 func (e *Engine) rateFor(m *models.Move) float64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	b := &e.cfg.Budgets
-	rate := math.Inf(1)
-	for _, id := range []string{m.From, m.To} {
+	devRate, dsRate := math.Inf(1), math.Inf(1)
+	for _, id := range moveDevices(m) {
 		d, ok := e.devs[id]
 		if !ok {
 			continue
 		}
 		if d.BandwidthBytes > 0 {
-			rate = min(rate, b.DeviceShare*d.BandwidthBytes/float64(b.MaxMovesPerDevice))
+			devRate = min(devRate, b.DeviceShare*d.BandwidthBytes/float64(b.MaxMovesPerDevice))
 		}
 		if d.DSBandwidthBytes > 0 {
-			rate = min(rate, b.DSShare*d.DSBandwidthBytes/float64(b.MaxConcurrentMoves))
+			dsRate = min(dsRate, b.DSShare*d.DSBandwidthBytes/float64(b.MaxConcurrentMoves))
 		}
+	}
+	rate := min(devRate, dsRate)
+	if m.Restripe != nil {
+		nDev, nDS := math.Inf(1), math.Inf(1)
+		for _, side := range [][]string{m.Restripe.From, m.Restripe.To} {
+			dss := map[string]bool{}
+			for _, id := range side {
+				dss[e.devs[id].DS] = true
+			}
+			nDev, nDS = min(nDev, float64(len(side))), min(nDS, float64(len(dss)))
+		}
+		rate = min(devRate*nDev, dsRate*nDS)
 	}
 	if math.IsInf(rate, 1) {
 		return 0

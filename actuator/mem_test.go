@@ -35,6 +35,14 @@ type memMover struct {
 	// stepsWhilePaused counts Copy and Verify calls made on one anyway
 	paused           map[string]bool
 	stepsWhilePaused int
+	// restripe makes it a Restriper. A mirror's bytes are its components'
+	// bytes in order; a restripe deals them into as many near-equal
+	// pieces as it has new components. tags name the data of a
+	// restriped mirror (file#mirror → its key suffix), oldTags the
+	// suffix of the mirror a committed restripe replaced, until cleaned.
+	restripe bool
+	tags     map[string]string
+	oldTags  map[string]string
 }
 
 var _ Pauser = (*memMover)(nil)
@@ -54,11 +62,16 @@ func (m *memMover) Pause(_ context.Context, _ string, mv models.Move, paused boo
 }
 
 func newMem() *memMover {
-	return &memMover{layouts: map[string]*Layout{}, data: map[string][]byte{}, calls: map[string]int{}, commits: map[string]int{}, failNext: map[string]error{}, polls: map[string]int{}, paused: map[string]bool{}}
+	return &memMover{layouts: map[string]*Layout{}, data: map[string][]byte{}, calls: map[string]int{}, commits: map[string]int{}, failNext: map[string]error{}, polls: map[string]int{}, paused: map[string]bool{},
+		tags: map[string]string{}, oldTags: map[string]string{}}
 }
 
 func (m *memMover) key(dev, file string, mi, ci int) string {
-	return fmt.Sprintf("%s|%s|%d|%d", dev, file, mi, ci)
+	return keyTag(dev, file+m.tags[fmt.Sprintf("%s#%d", file, mi)], mi, ci)
+}
+
+func keyTag(dev, fileTag string, mi, ci int) string {
+	return fmt.Sprintf("%s|%s|%d|%d", dev, fileTag, mi, ci)
 }
 
 // addFile lays a file out: one mirror, one component per device listed.
@@ -77,7 +90,129 @@ func (m *memMover) addFile(name string, size int64, devs ...string) {
 }
 
 func (m *memMover) Capabilities() Capabilities {
-	return Capabilities{Name: "mem", SetState: true}
+	return Capabilities{Name: "mem", SetState: true, Restripe: m.restripe}
+}
+
+var _ Restriper = (*memMover)(nil)
+
+// restripeTag is the key suffix of the new components of restripe mv.
+func restripeTag(mv models.Move) string { return fmt.Sprintf("~r%d", mv.Generation+1) }
+
+// mirrorBytes is a mirror's bytes read through the components on devs
+// (keyed with tag).
+func (m *memMover) mirrorBytes(devs []string, file, tag string, mi int) ([]byte, bool) {
+	var out []byte
+	for i, d := range devs {
+		b, ok := m.data[keyTag(d, file+tag, mi, i)]
+		if !ok {
+			return nil, false
+		}
+		out = append(out, b...)
+	}
+	return out, true
+}
+
+// counted counts a call of step and returns the failure set for it.
+func (m *memMover) counted(step string) error {
+	m.calls[step]++
+	return m.fail(step)
+}
+
+func (m *memMover) CopyRestripe(_ context.Context, r CopyRequest) (Progress, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.counted("copy"); err != nil {
+		return Progress{}, err
+	}
+	mv := r.Move
+	rs := mv.Restripe
+	all, ok := m.mirrorBytes(rs.From, mv.File, m.tags[fmt.Sprintf("%s#%d", mv.File, mv.Mirror)], mv.Mirror)
+	if !ok {
+		return Progress{}, Permanent(fmt.Errorf("%s#%d: a component is missing", mv.File, mv.Mirror))
+	}
+	w := len(rs.To)
+	for j, d := range rs.To {
+		piece := append([]byte(nil), all[j*len(all)/w:(j+1)*len(all)/w]...)
+		if m.corrupt > 0 {
+			m.corrupt--
+			piece = append(piece, 'X')
+		}
+		m.data[keyTag(d, mv.File+restripeTag(mv), mv.Mirror, j)] = piece
+	}
+	return Progress{Done: true, Bytes: mv.Bytes}, nil
+}
+
+func (m *memMover) VerifyRestripe(_ context.Context, mv models.Move) (VerifyResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["verify"]++
+	a, _ := m.mirrorBytes(mv.Restripe.From, mv.File, m.tags[fmt.Sprintf("%s#%d", mv.File, mv.Mirror)], mv.Mirror)
+	b, ok := m.mirrorBytes(mv.Restripe.To, mv.File, restripeTag(mv), mv.Mirror)
+	if !ok {
+		return VerifyResult{Done: true, Checksum: sum(a), CopyChecksum: "missing"}, nil
+	}
+	return VerifyResult{Done: true, Match: sum(a) == sum(b), Checksum: sum(a), CopyChecksum: sum(b)}, nil
+}
+
+func devicesOf(cs []Component) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Device
+	}
+	return out
+}
+
+func (m *memMover) CommitRestripe(_ context.Context, mv models.Move, _ uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.counted("commit"); err != nil {
+		return err
+	}
+	l := m.layouts[mv.File]
+	if l.Generation != mv.Generation || !sameDevices(devicesOf(l.Mirrors[mv.Mirror]), mv.Restripe.From) {
+		return ErrGenerationChanged
+	}
+	tag := restripeTag(mv)
+	var cs []Component
+	for j, d := range mv.Restripe.To {
+		cs = append(cs, Component{Device: d, Handle: fmt.Sprintf("fh-%s-g%d-%d", mv.File, mv.Generation+1, j), Bytes: int64(len(m.data[keyTag(d, mv.File+tag, mv.Mirror, j)]))})
+	}
+	l.Mirrors[mv.Mirror] = cs
+	l.Generation++
+	k := fmt.Sprintf("%s#%d", mv.File, mv.Mirror)
+	m.oldTags[k+tag] = m.tags[k]
+	m.tags[k] = tag
+	m.commits[fmt.Sprintf("%s@%d", k, mv.Generation)]++
+	return nil
+}
+
+func (m *memMover) CleanupRestripe(_ context.Context, mv models.Move) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["cleanup"]++
+	k := fmt.Sprintf("%s#%d", mv.File, mv.Mirror)
+	old, ok := m.oldTags[k+restripeTag(mv)]
+	if !ok {
+		return nil // cleaned
+	}
+	for i, d := range mv.Restripe.From {
+		delete(m.data, keyTag(d, mv.File+old, mv.Mirror, i))
+	}
+	delete(m.oldTags, k+restripeTag(mv))
+	return nil
+}
+
+func (m *memMover) AbortRestripe(_ context.Context, mv models.Move) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls["abort"]++
+	if m.tags[fmt.Sprintf("%s#%d", mv.File, mv.Mirror)] == restripeTag(mv) {
+		return fmt.Errorf("%s#%d: the restripe is committed", mv.File, mv.Mirror)
+	}
+	for j, d := range mv.Restripe.To {
+		delete(m.data, keyTag(d, mv.File+restripeTag(mv), mv.Mirror, j))
+	}
+	return nil
 }
 
 func (m *memMover) Devices(context.Context) ([]Device, error) {

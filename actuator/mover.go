@@ -87,6 +87,9 @@ type Capabilities struct {
 	Async bool `json:"async,omitempty"`
 	// SetState says SetState is supported (spare promotion, draining).
 	SetState bool `json:"set_state,omitempty"`
+	// Restripe says the driver is a Restriper: the planner proposes
+	// restripes only to a driver that can carry them out.
+	Restripe bool `json:"restripe,omitempty"`
 }
 
 // Catalog answers where things are. Read-only: a dry run only calls these.
@@ -162,6 +165,26 @@ type Mover interface {
 // its commands are opaque) lets a copy it has under way finish.
 type Pauser interface {
 	Pause(ctx context.Context, id string, m models.Move, paused bool) error
+}
+
+// Restriper is a Mover that can rewrite one mirror of a file over more
+// components (models.Restripe): the same contract as a move, for the
+// whole mirror at once. CopyRestripe writes the mirror's bytes into new
+// components on Restripe.To (the old ones untouched, the layout still
+// pointing at them); VerifyRestripe reads the file back through the old
+// components and through the new ones and compares a strong checksum of
+// each; CommitRestripe switches the mirror from Restripe.From to
+// Restripe.To in one step, only if the layout generation is still
+// m.Generation (else ErrGenerationChanged); CleanupRestripe removes the
+// old components; AbortRestripe removes the new ones. Each call is
+// idempotent, as a move's. A Pauser pauses a restripe's copy and
+// read-back as a move's (m.Restripe set).
+type Restriper interface {
+	CopyRestripe(ctx context.Context, r CopyRequest) (Progress, error)
+	VerifyRestripe(ctx context.Context, m models.Move) (VerifyResult, error)
+	CommitRestripe(ctx context.Context, m models.Move, fence uint64) error
+	CleanupRestripe(ctx context.Context, m models.Move) error
+	AbortRestripe(ctx context.Context, m models.Move) error
 }
 
 // Successor is a Mover whose state both mds of an HA pair reach (the files

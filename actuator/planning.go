@@ -303,7 +303,8 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 		for _, id := range trig[pool] {
 			only = append(only, s.devIdx[id])
 		}
-		opts := plan.Options{TargetMaxMean: e.cfg.Rebalance.TargetMaxMean, MinGain: e.cfg.Rebalance.MinGain, Headroom: e.cfg.Rebalance.Headroom, Only: only}
+		opts := plan.Options{TargetMaxMean: e.cfg.Rebalance.TargetMaxMean, MinGain: e.cfg.Rebalance.MinGain, Headroom: e.cfg.Rebalance.Headroom, Only: only,
+			Restripe: e.cfg.Rebalance.Restripe && e.caps.Restripe, MaxWidth: e.cfg.Rebalance.MaxStripeWidth}
 		var srcs []int32
 		if e.reb.AllStripes() {
 			for i := range s.in.Devices {
@@ -393,7 +394,7 @@ func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.Action
 		Mode: mode, State: st, DryRun: mode == models.ModeDryRun, Urgent: spec.urgent, Simulated: e.caps.Simulated,
 		Created: now, Updated: now, NotBefore: spec.notBefore, Reason: spec.reason, Params: spec.params,
 		Plan: &models.ActionPlan{
-			Moves: len(res.Moves), Bytes: res.Bytes, LowerBoundBytes: res.LowerBound, CostRatio: round3(res.CostRatio()),
+			Moves: len(res.Moves), Restripes: len(res.Restripes), Bytes: res.Bytes, LowerBoundBytes: res.LowerBound, CostRatio: round3(res.CostRatio()),
 			MaxMeanBefore: round3(res.MaxMeanBefore), MaxMeanPredicted: round3(res.MaxMeanAfter), MaxMeanTarget: res.Target, Notes: res.Notes,
 		},
 	}
@@ -407,7 +408,7 @@ func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.Action
 		p.ID = fmt.Sprintf("%s:%d", spec.id, n)
 	}
 	e.mu.Unlock()
-	if len(res.Moves) == 0 {
+	if len(res.Moves)+len(res.Restripes) == 0 {
 		p.State = models.ActionCancelled
 		p.Finished = now
 		if len(res.Notes) > 0 {
@@ -444,13 +445,17 @@ func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.Action
 			Created: now, Updated: now, Move: m,
 		})
 	}
+	for _, rs := range res.Restripes {
+		a := e.restripeAction(p, s, rs, now, clients)
+		as = append(as, a)
+	}
 	cl := make([]string, 0, len(clients))
 	for c := range clients {
 		cl = append(cl, c)
 	}
 	sort.Strings(cl)
 	p.Params["clients"] = strings.Join(cl, ",")
-	p.Progress = &models.ActionProgress{MovesTotal: len(res.Moves)}
+	p.Progress = &models.ActionProgress{MovesTotal: len(res.Moves) + len(res.Restripes)}
 	if err := e.save(as...); err != nil {
 		return err
 	}
@@ -458,7 +463,7 @@ func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.Action
 	for _, a := range as[1:] {
 		e.requeue(a.ID, now)
 	}
-	e.log.Info("planned", "action", p.ID, "state", p.State, "moves", len(res.Moves), "bytes", res.Bytes, "lower_bound", res.LowerBound)
+	e.log.Info("planned", "action", p.ID, "state", p.State, "moves", len(res.Moves), "restripes", len(res.Restripes), "bytes", res.Bytes, "lower_bound", res.LowerBound)
 	return nil
 }
 

@@ -77,9 +77,9 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		}
 		return true, e.failed(ctx, &a, now, "locate", err)
 	}
-	cur, _ := lay.At(m.Mirror, m.Component)
+	done, intact, where := moveState(&lay, &m)
 	switch {
-	case cur.Device == m.To && m.Phase != models.PhasePending:
+	case done && m.Phase != models.PhasePending:
 		// committed, by us (maybe before a crash the journal did not see)
 		if m.Phase != models.PhaseCommitted {
 			m.Phase = models.PhaseCommitted
@@ -92,7 +92,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 			e.requeue(id, grace)
 			return true, nil
 		}
-		if err := e.mover.Cleanup(ctx, m); err != nil {
+		if err := e.cleanupStep(ctx, m); err != nil {
 			return true, e.failed(ctx, &a, now, "cleanup", err)
 		}
 		m.Phase = models.PhaseCleaned
@@ -106,8 +106,8 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		// it is now. Another move of the same file (ours, serialised by the
 		// file_busy guard) may have bumped the generation; the move then
 		// starts from the new one, if the destination is still legal.
-		if cur.Device != m.From {
-			return true, e.endMove(&a, now, models.ActionCancelled, models.PhaseAborted, fmt.Sprintf("component %s#%d.%d is no longer on %s; the plan is stale", m.File, m.Mirror, m.Component, m.FromName), true)
+		if !intact {
+			return true, e.endMove(&a, now, models.ActionCancelled, models.PhaseAborted, fmt.Sprintf("%s is no longer where it was planned from (now on %s); the plan is stale", what(&m), where), true)
 		}
 		if lay.Generation != m.Generation {
 			if why := e.illegal(&lay, &m); why != "" {
@@ -115,8 +115,8 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 			}
 			m.Generation = lay.Generation
 		}
-	case cur.Device != m.From || lay.Generation != m.Generation:
-		why := fmt.Sprintf("layout of %s changed (generation %d → %d, component on %s); the move is replanned", m.File, m.Generation, lay.Generation, cur.Device)
+	case !intact || lay.Generation != m.Generation:
+		why := fmt.Sprintf("layout of %s changed (generation %d → %d, %s on %s); the move is replanned", m.File, m.Generation, lay.Generation, what(&m), where)
 		return true, e.abortMove(ctx, &a, now, models.ActionCancelled, why)
 	}
 
@@ -131,7 +131,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		if held, err := e.holdPaused(&a, now); held || err != nil {
 			return true, err
 		}
-		pr, err := e.mover.Copy(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent, Plan: planRef(&p)})
+		pr, err := e.copyStep(ctx, CopyRequest{ID: a.ID, Move: m, RateLimit: e.rateFor(&m), Urgent: a.Urgent, Plan: planRef(&p)})
 		if err != nil {
 			return true, e.failed(ctx, &a, now, "copy", err)
 		}
@@ -146,7 +146,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		if held, err := e.holdPaused(&a, now); held || err != nil {
 			return true, err
 		}
-		v, err := e.mover.Verify(ctx, m)
+		v, err := e.verifyStep(ctx, m)
 		if err != nil {
 			return true, e.failed(ctx, &a, now, "verify", err)
 		}
@@ -156,7 +156,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 		}
 		if !v.Match {
 			// the copy is bad: remove it and copy again
-			if err := e.mover.Abort(ctx, m); err != nil {
+			if err := e.abortStep(ctx, m); err != nil {
 				return true, e.failed(ctx, &a, now, "abort", err)
 			}
 			m.Phase = models.PhaseCopying
@@ -176,7 +176,7 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 				return true, fmt.Errorf("cannot confirm leadership before the commit: %w", err)
 			}
 		}
-		if err := e.mover.Commit(ctx, m, epoch); err != nil {
+		if err := e.commitStep(ctx, m, epoch); err != nil {
 			if errors.Is(err, ErrGenerationChanged) {
 				// the layout moved on, or the MDS refused the switch (the
 				// files driver's hook): the copy goes, the move is replanned
@@ -196,6 +196,9 @@ func (e *Engine) moveStep(ctx context.Context, now time.Time, id string) (wait b
 func (e *Engine) illegal(lay *Layout, m *models.Move) string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if m.Restripe != nil {
+		return e.illegalRestripe(lay, m)
+	}
 	toDS := e.devs[m.To].DS
 	for mi, comps := range lay.Mirrors {
 		for ci, c := range comps {
@@ -305,7 +308,7 @@ func (e *Engine) retry(a *models.Action, now time.Time, step string, err error) 
 // ends the move in st.
 func (e *Engine) abortMove(ctx context.Context, a *models.Action, now time.Time, st models.ActionState, why string) error {
 	if a.Move != nil && a.Move.Phase != models.PhasePending && a.Move.Phase != models.PhaseAborted {
-		if err := e.mover.Abort(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := e.abortStep(ctx, *a.Move); err != nil && !errors.Is(err, ErrNotFound) {
 			if ctx.Err() != nil {
 				return nil // cut short by the stop, which aborts it again
 			}
@@ -618,7 +621,9 @@ func (e *Engine) rollbackMoves(ctx context.Context, p *models.Action, kids []mod
 	var out []models.Action
 	for i := range kids {
 		k := &kids[i]
-		if k.RollbackOf != "" || k.Move == nil || (k.Move.Phase != models.PhaseCleaned && k.Move.Phase != models.PhaseCommitted) || !ok[k.Move.From] {
+		// a restripe is not reversed: its old width is what made the
+		// file's devices hot
+		if k.RollbackOf != "" || k.Move == nil || k.Move.Restripe != nil || (k.Move.Phase != models.PhaseCleaned && k.Move.Phase != models.PhaseCommitted) || !ok[k.Move.From] {
 			continue
 		}
 		lay, err := e.mover.Locate(ctx, k.Move.File)

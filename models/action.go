@@ -10,9 +10,11 @@ type ActionKind string
 
 // Action kinds that actuators know how to carry out. Rebalance, evacuate
 // and promote-spare actions are plans: their stripe moves are child
-// actions of kind move_stripe (Parent names the plan).
+// actions of kind move_stripe (Parent names the plan); a rebalance may
+// also restripe a file too hot for any one device (restripe_file).
 const (
 	ActionMoveStripe        ActionKind = "move_stripe"
+	ActionRestripeFile      ActionKind = "restripe_file"
 	ActionRebalance         ActionKind = "rebalance"
 	ActionSetReadAhead      ActionKind = "set_read_ahead"
 	ActionEvacuateDevice    ActionKind = "evacuate_device"
@@ -122,12 +124,30 @@ type Move struct {
 	// removed and copied again).
 	Mismatches  int       `json:"mismatches,omitempty"`
 	CommittedAt time.Time `json:"committed_at,omitzero"`
+	// Restripe, set on a restripe_file action, rewrites the whole mirror
+	// Mirror of File over more components: From and To above are then its
+	// hottest old component's device and the first new one, Component is
+	// that old component, and Bytes the mirror's bytes.
+	Restripe *Restripe `json:"restripe,omitempty"`
+}
+
+// Restripe is a mirror's placement before and after a restripe: the
+// devices of its components, in component order. The flex-files stripe
+// unit spreads the file's bytes round-robin over the components, so a
+// wider mirror spreads every reader's byte ranges over more devices.
+type Restripe struct {
+	From []string `json:"from"`
+	To   []string `json:"to"`
+	// ToNames are the new devices as operators name them, when known.
+	ToNames []string `json:"to_names,omitempty"`
 }
 
 // ActionPlan is what a planner computed for a plan action.
 type ActionPlan struct {
-	Moves int   `json:"moves"`
-	Bytes int64 `json:"bytes"`
+	Moves int `json:"moves"`
+	// Restripes counts the plan's restripe_file actions (not in Moves).
+	Restripes int   `json:"restripes,omitempty"`
+	Bytes     int64 `json:"bytes"`
 	// LowerBoundBytes is the fewest bytes any plan must move to reach the
 	// target; CostRatio is Bytes ÷ LowerBoundBytes.
 	LowerBoundBytes int64   `json:"lower_bound_bytes"`
@@ -242,6 +262,8 @@ func (a *Action) Validate() error {
 		return fmt.Errorf("action %q has no creation time", a.ID)
 	case a.Kind == ActionMoveStripe && a.Move != nil && (a.Move.From == "" || a.Move.To == "" || a.Move.File == ""):
 		return fmt.Errorf("action %q moves nothing: it needs a file, a source and a destination", a.ID)
+	case a.Kind == ActionRestripeFile && a.Move != nil && (a.Move.File == "" || a.Move.Restripe == nil || len(a.Move.Restripe.From) == 0 || len(a.Move.Restripe.To) <= len(a.Move.Restripe.From)):
+		return fmt.Errorf("action %q restripes nothing: it needs a file, its mirror's devices and more new ones", a.ID)
 	}
 	return nil
 }

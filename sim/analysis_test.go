@@ -35,8 +35,9 @@ func TestHotShardDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	an := d.MDS().Analysis()
-	active := true
-	fs, err := d.MDS().Journal().Findings(storage.FindingFilter{Kind: "hotspot", Active: &active})
+	// found, not necessarily still active: the demo's actuators restripe
+	// the hot shard, which ends the hot spot
+	fs, err := d.MDS().Journal().Findings(storage.FindingFilter{Kind: "hotspot"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestHotShardDemo(t *testing.T) {
 	for _, tr := range d.Twin().Truth() {
 		if tr.Kind == "hot_shard" {
 			if dev, _ := tr.Params["device"].(string); !hot[dev] {
-				t.Errorf("hot shard device %s: no active hotspot finding; got %v", dev, hot)
+				t.Errorf("hot shard device %s: no hotspot finding; got %v", dev, hot)
 			}
 		}
 	}

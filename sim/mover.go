@@ -22,12 +22,13 @@ type twinMover struct {
 }
 
 var (
-	_ actuator.Mover  = (*twinMover)(nil)
-	_ actuator.Pauser = (*twinMover)(nil)
+	_ actuator.Mover     = (*twinMover)(nil)
+	_ actuator.Pauser    = (*twinMover)(nil)
+	_ actuator.Restriper = (*twinMover)(nil)
 )
 
 func (m *twinMover) Capabilities() actuator.Capabilities {
-	return actuator.Capabilities{Name: "twin", Simulated: true, Async: true, SetState: true}
+	return actuator.Capabilities{Name: "twin", Simulated: true, Async: true, SetState: true, Restripe: true}
 }
 
 // twinErr maps the twin's errors to the contract's.
@@ -96,7 +97,71 @@ func (m *twinMover) Copy(_ context.Context, r actuator.CopyRequest) (actuator.Pr
 func (m *twinMover) Pause(_ context.Context, _ string, mv models.Move, paused bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if mv.Restripe != nil {
+		return twinErr(m.tw.PauseRestripe(mv.File, mv.Restripe.To, paused))
+	}
 	return twinErr(m.tw.PauseCopy(mv.File, mv.Component, mv.To, paused))
+}
+
+// The twin has one mirror per file: a restripe of another is unknown.
+func restripeMirror(mv models.Move) error {
+	if mv.Restripe == nil || mv.Mirror != 0 {
+		return fmt.Errorf("%s#%d is not a restripe of a mirror the twin has: %w", mv.File, mv.Mirror, actuator.ErrNotFound)
+	}
+	return nil
+}
+
+func (m *twinMover) CopyRestripe(_ context.Context, r actuator.CopyRequest) (actuator.Progress, error) {
+	mv := r.Move
+	if err := restripeMirror(mv); err != nil {
+		return actuator.Progress{}, err
+	}
+	m.mu.Lock()
+	moved, done, err := m.tw.StartRestripe(mv.File, uint32(mv.Generation), mv.Restripe.From, mv.Restripe.To, r.RateLimit, r.Urgent, r.ID)
+	m.mu.Unlock()
+	return actuator.Progress{Done: done, Bytes: int64(moved)}, twinErr(err)
+}
+
+func (m *twinMover) VerifyRestripe(_ context.Context, mv models.Move) (actuator.VerifyResult, error) {
+	if err := restripeMirror(mv); err != nil {
+		return actuator.VerifyResult{}, err
+	}
+	m.mu.Lock()
+	done, err := m.tw.VerifyRestripe(mv.File, mv.Restripe.To)
+	m.mu.Unlock()
+	if err != nil || !done {
+		return actuator.VerifyResult{}, twinErr(err)
+	}
+	// as for a move: the twin models the read-back's cost, not the bytes
+	sum := fmt.Sprintf("simulated:%s@%d", mv.File, mv.Generation)
+	return actuator.VerifyResult{Done: true, Match: true, Checksum: sum, CopyChecksum: sum}, nil
+}
+
+func (m *twinMover) CommitRestripe(_ context.Context, mv models.Move, _ uint64) error {
+	if err := restripeMirror(mv); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return twinErr(m.tw.CommitRestripe(mv.File, mv.Restripe.From, mv.Restripe.To, uint32(mv.Generation)))
+}
+
+func (m *twinMover) CleanupRestripe(_ context.Context, mv models.Move) error {
+	if err := restripeMirror(mv); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return twinErr(m.tw.CleanupRestripe(mv.File, mv.Restripe.To))
+}
+
+func (m *twinMover) AbortRestripe(_ context.Context, mv models.Move) error {
+	if err := restripeMirror(mv); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return twinErr(m.tw.AbortRestripe(mv.File, mv.Restripe.To))
 }
 
 func (m *twinMover) Verify(_ context.Context, mv models.Move) (actuator.VerifyResult, error) {

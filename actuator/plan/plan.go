@@ -74,6 +74,12 @@ type Options struct {
 	Only []int32
 	// MaxMoves bounds the plan (0 = no bound).
 	MaxMoves int
+	// Restripe lets the plan rewrite a mirror whose components are each
+	// hotter than the target over more devices (Result.Restripes); off,
+	// such a device is only noted. MaxWidth bounds a restriped mirror's
+	// components (0 = as many as the pool has legal devices).
+	Restripe bool
+	MaxWidth int
 }
 
 func (o *Options) defaults() {
@@ -94,10 +100,31 @@ type Move struct {
 	Heat   float64
 }
 
+// Restripe is one planned restripe: one mirror of a file rewritten over
+// To, more devices than it had, so that each device's share of the file's
+// heat keeps it under the target.
+type Restripe struct {
+	// Stripes are the mirror's components; Hot is the one that made its
+	// device a source.
+	Stripes []int32
+	Hot     int32
+	To      []int32
+	// Bytes is the mirror's bytes (a restripe rewrites all of them), Heat
+	// its load, bytes/s, spread evenly over To.
+	Bytes int64
+	Heat  float64
+	// LowerBound is the fewest bytes any plan must move to bring the
+	// mirror's old devices under the target (see restripeBound).
+	LowerBound int64
+}
+
 // Result is a plan.
 type Result struct {
 	Moves []Move
-	Bytes int64
+	// Restripes are the mirrors too hot for any one device, rewritten
+	// wider; their bytes are in Bytes and their bounds in LowerBound.
+	Restripes []Restripe
+	Bytes     int64
 	// LowerBound is the fewest bytes any plan must move to bring every
 	// source device and data server to its attainable target; Bytes ÷
 	// LowerBound is the plan's cost ratio.
@@ -558,11 +585,32 @@ func Rebalance(in *Input, opts Options) Result {
 		if s.nDSPool[p] <= 1 {
 			tDS = math.Inf(1)
 		}
-		// candidates by heat per byte; a stripe hotter than the target
-		// fits nowhere (its destination would be hot in turn)
+		// a stripe hotter than the target fits nowhere (its destination
+		// would be hot in turn): its mirror is restriped over more devices
+		if opts.Restripe {
+			for _, k := range s.byDev[d] {
+				if float64(in.StripeHeat[k]) <= tDev || s.busy(k) {
+					continue
+				}
+				rs, why := s.restripe(k, tDev)
+				if why != "" {
+					r.Notes = append(r.Notes, fmt.Sprintf("device %d: cannot restripe the file of its stripe %d: %s", d, k, why))
+					continue
+				}
+				s.applyRestripe(&r, rs, heaps[p])
+				lbDev += float64(rs.LowerBound)
+				if after := s.restripedMax(rs); after > tDev {
+					r.Notes = append(r.Notes, fmt.Sprintf("device %d: its file restriped over %d devices still leaves one at %.3g B/s, above the target %.3g (max_stripe_width or the pool's legal devices)", d, len(rs.To), after, tDev))
+				}
+			}
+		}
+		// candidates by heat per byte, stripes restriped away left out
 		cand := make([]int32, 0, len(s.byDev[d]))
 		hmax := 0.0
 		for _, k := range s.byDev[d] {
+			if _, gone := s.moved[k]; gone {
+				continue
+			}
 			h := float64(in.StripeHeat[k])
 			if h > 0 && h <= tDev && !s.busy(k) {
 				cand = append(cand, k)
@@ -587,7 +635,11 @@ func Rebalance(in *Input, opts Options) Result {
 			need = movable
 		}
 		if hmax > tDev {
-			r.Notes = append(r.Notes, fmt.Sprintf("device %d: one stripe carries %.3g B/s, %.2f× the pool's mean device load; moving it only moves the hot spot (it needs more mirrors or wider striping)", d, hmax, hmax/max(s.meanDev[p], 1e-12)))
+			fix := "it needs more mirrors or wider striping"
+			if !opts.Restripe {
+				fix += "; restriping is off (rebalance.restripe) or the driver cannot restripe"
+			}
+			r.Notes = append(r.Notes, fmt.Sprintf("device %d: one stripe carries %.3g B/s, %.2f× the pool's mean device load; moving it only moves the hot spot (%s)", d, hmax, hmax/max(s.meanDev[p], 1e-12), fix))
 		}
 		if need <= 0 || need < opts.MinGain*s.load[d] {
 			if need > 0 {
@@ -600,15 +652,7 @@ func Rebalance(in *Input, opts Options) Result {
 			hs[i], bs[i] = float64(in.StripeHeat[k]), in.StripeBytes[k]
 		}
 		lbDev += coverBound(hs, bs, need)
-		sort.Slice(cand, func(a, b int) bool {
-			ka, kb := cand[a], cand[b]
-			da := float64(in.StripeHeat[ka]) / float64(max(in.StripeBytes[ka], 1))
-			db := float64(in.StripeHeat[kb]) / float64(max(in.StripeBytes[kb], 1))
-			if da != db {
-				return da > db
-			}
-			return ka < kb
-		})
+		sortByDensity(in, cand)
 		removed := 0.0
 		used := map[int32]bool{}
 		first := len(r.Moves) // this source's moves are r.Moves[first:]
@@ -696,6 +740,20 @@ func (s *state) prune(r *Result, first int, removed, need float64, h *coolHeap) 
 		r.Moves = kept
 	}
 	return removed
+}
+
+// sortByDensity orders stripes ks by heat per byte, densest first (then
+// index, for determinism).
+func sortByDensity(in *Input, ks []int32) {
+	sort.Slice(ks, func(a, b int) bool {
+		ka, kb := ks[a], ks[b]
+		da := float64(in.StripeHeat[ka]) / float64(max(in.StripeBytes[ka], 1))
+		db := float64(in.StripeHeat[kb]) / float64(max(in.StripeBytes[kb], 1))
+		if da != db {
+			return da > db
+		}
+		return ka < kb
+	})
 }
 
 // smallestCovering returns the stripe with the fewest bytes among the

@@ -109,7 +109,7 @@ func actionsCommand(verb string) func(context.Context, *cmdEnv, []string) error 
 		switch verb {
 		case "list":
 			state = fs.String("state", "", "only actions in this state (proposed, awaiting_approval, approved, running, verifying, succeeded, failed, rolled_back, rejected, cancelled)")
-			kind = fs.String("kind", "", "only actions of this kind (rebalance, evacuate_device, promote_spare, set_read_ahead, move_stripe)")
+			kind = fs.String("kind", "", "only actions of this kind (rebalance, evacuate_device, promote_spare, set_read_ahead, move_stripe, restripe_file)")
 			subject = fs.String("subject", "", "only actions about this subject (kind:id, id or name)")
 			parent = fs.String("parent", "", "only the moves of this plan")
 			moves = fs.Bool("moves", false, "list stripe moves too, not only plans")

@@ -35,6 +35,9 @@ type migration struct {
 	paused bool
 	// bytes read back from the source and from the copy
 	verSrc, verDst float64
+	// rs is 1 + the index of the restripe this copy is a component of
+	// (0: a stripe move)
+	rs int32
 }
 
 // ErrDryRun is returned by Apply for an action marked dry-run: it must
@@ -220,7 +223,7 @@ func (t *Twin) evacuate(d, dst int32, id string) error {
 	queued := 0
 	for s := range t.stripes {
 		st := &t.stripes[s]
-		if st.dev != d || st.moving || (st.bytes == 0 && t.files[st.file].dataset < 0) {
+		if st.dev != d || st.moving || !t.live(int32(s)) || (st.bytes == 0 && t.files[st.file].dataset < 0) {
 			continue
 		}
 		if err := t.queueMove(int32(s), dst, id); err != nil {
@@ -335,9 +338,13 @@ func (t *Twin) addMigrationFlows() {
 			t.addVerifyFlows(mi, rate*t.dt, req)
 			continue
 		}
+		// the copy keeps its pace's requests in flight until its last
+		// one: its share of a busy device follows its pace, not the
+		// bytes it has left (docs/scenarios.md, "Actions"); what it is
+		// served beyond them is not booked (settleFlows)
 		want := min(m.total-m.moved, rate*t.dt)
 		sd, dd := &t.dev[m.src], &t.dev[m.dst]
-		f := flow{src: srcMigration, err: -1, owner: mi, stripe: m.stripe, rec: -1, dev: m.src, want: want, demand: want, lim: -1, req: req, amp: 1, slowDev: -1}
+		f := flow{src: srcMigration, err: -1, owner: mi, stripe: m.stripe, rec: -1, dev: m.src, want: want, demand: rate * t.dt, lim: -1, req: req, amp: 1, slowDev: -1}
 		if sd.ds == dd.ds {
 			f.res = [maxPath]int32{m.src, m.dst, int32(t.spaceBase) + m.dst}
 			f.coef = [maxPath]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true), 1}
@@ -367,7 +374,7 @@ func (t *Twin) addVerifyFlows(mi int32, max, req float64) {
 		}
 		want := min(left, max)
 		b := t.dsBase + slotsPerHost*int(t.dev[d].ds)
-		f := flow{src: srcVerify, err: -1, owner: mi, stripe: m.stripe, rec: int32(side), dev: d, want: want, demand: want, lim: -1, req: req, amp: 1, slowDev: -1}
+		f := flow{src: srcVerify, err: -1, owner: mi, stripe: m.stripe, rec: int32(side), dev: d, want: want, demand: max, lim: -1, req: req, amp: 1, slowDev: -1}
 		f.res = [maxPath]int32{d, int32(b + slotNICTx), int32(b + slotPortIn)}
 		f.coef = [maxPath]float64{t.devCoef(d, req, false), 1, 1}
 		f.n = 3
@@ -419,7 +426,7 @@ func (t *Twin) maybeRetire(d int32) {
 		return
 	}
 	for s := range t.stripes {
-		if t.stripes[s].dev == d && (t.stripes[s].bytes > 0 || t.files[t.stripes[s].file].dataset >= 0) {
+		if t.stripes[s].dev == d && t.holds(int32(s)) {
 			return
 		}
 	}

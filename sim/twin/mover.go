@@ -93,9 +93,11 @@ func (t *Twin) handle(s int32) string {
 	return hexID(0x01000700, uint32(st.file), uint32(st.idx), st.gen)
 }
 
+// holds reports whether stripe s is a component of its file's layout
+// with data (a dataset file's always has).
 func (t *Twin) holds(s int32) bool {
 	st := &t.stripes[s]
-	return st.bytes > 0 || t.files[st.file].dataset >= 0
+	return t.live(s) && (st.bytes > 0 || t.files[st.file].dataset >= 0)
 }
 
 // DeviceComponents lists the components device id holds (empty checkpoint
@@ -160,7 +162,7 @@ func (t *Twin) component(file string, k int) (int32, error) {
 func (t *Twin) heldMigration(s, dst int32) int32 {
 	for i := len(t.migs) - 1; i >= 0; i-- {
 		m := &t.migs[i]
-		if m.hold && m.stripe == s && m.dst == dst && m.phase != migAborted && m.phase != migCleaned {
+		if m.hold && m.rs == 0 && m.stripe == s && m.dst == dst && m.phase != migAborted && m.phase != migCleaned {
 			return int32(i)
 		}
 	}

@@ -558,26 +558,28 @@ func (t *Twin) settleFlows(now float64) {
 		switch f.src {
 		case srcMigration:
 			m := &t.migs[f.owner]
-			m.moved += f.served
-			t.bookDevice(f.dev, f.served, 1<<20, false)
-			t.bookDevice(m.dst, f.served, 1<<20, true)
-			t.dev[m.dst].used += f.served
-			t.migBytes[b2i(m.urgent)] += f.served
+			got := min(f.served, f.want) // its pace's share, up to what it has left
+			m.moved += got
+			t.bookDevice(f.dev, got, 1<<20, false)
+			t.bookDevice(m.dst, got, 1<<20, true)
+			t.dev[m.dst].used += got
+			t.migBytes[b2i(m.urgent)] += got
 			if ck {
-				t.migInCk[b2i(m.urgent)] += f.served
+				t.migInCk[b2i(m.urgent)] += got
 			}
 			continue
 		case srcVerify:
 			m := &t.migs[f.owner]
+			got := min(f.served, f.want)
 			if f.rec == 0 {
-				m.verSrc += f.served
+				m.verSrc += got
 			} else {
-				m.verDst += f.served
+				m.verDst += got
 			}
-			t.bookDevice(f.dev, f.served, 1<<20, false)
-			t.migBytes[b2i(m.urgent)] += f.served
+			t.bookDevice(f.dev, got, 1<<20, false)
+			t.migBytes[b2i(m.urgent)] += got
 			if ck {
-				t.migInCk[b2i(m.urgent)] += f.served
+				t.migInCk[b2i(m.urgent)] += got
 			}
 			continue
 		case srcFill:

@@ -53,8 +53,10 @@ type Twin struct {
 	faults   []faultState
 	migs     []migration
 	migQueue []int32
-	throttle float64    // bytes/s for all migrations together, 0 = unlimited
-	migBytes [2]float64 // bytes copies and read-backs moved: [other, urgent]
+	// restripes are the files rewritten wider (restripe.go)
+	restripes []restripe
+	throttle  float64    // bytes/s for all migrations together, 0 = unlimited
+	migBytes  [2]float64 // bytes copies and read-backs moved: [other, urgent]
 
 	// resources: devices first, then 4 per DS, then 4 per client.
 	resCap, resLoad, resUsed, resScale []float64

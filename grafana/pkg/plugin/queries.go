@@ -195,7 +195,7 @@ func runActions(ctx context.Context, c *client, q backend.DataQuery, m Query) (d
 			v.Set(k, s)
 		}
 	}
-	if m.Kind != "move_stripe" {
+	if m.Kind != "move_stripe" && m.Kind != "restripe_file" {
 		// plans, not the stripe moves each groups (docs/actions.md)
 		v.Set("plans", "true")
 	}
