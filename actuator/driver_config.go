@@ -53,6 +53,10 @@ type FilesConfig struct {
 	HookTimeout Duration `yaml:"hook_timeout"`
 	// BufferBytes is the copy and checksum buffer.
 	BufferBytes int `yaml:"buffer_bytes"`
+	// Restripe lets the driver restripe files (restripe_file): off by
+	// default, since the layout hook must then understand the restripe
+	// verb (docs/actions.md).
+	Restripe bool `yaml:"restripe"`
 }
 
 // DefaultFilesConfig returns the files driver's defaults.

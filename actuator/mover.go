@@ -46,6 +46,10 @@ type Component struct {
 	// one LAYOUTSTATS reports carry; it joins per-stripe heat to the file.
 	Handle string `json:"handle,omitempty"`
 	Bytes  int64  `json:"bytes"`
+	// Path is the component's file on its device, relative to the
+	// device's export, when it is not the file's own path (the files
+	// driver names a restriped mirror's components so; "" = the file's).
+	Path string `json:"path,omitempty"`
 }
 
 // Layout is a file's placement: mirrors × components, and the generation
@@ -54,6 +58,10 @@ type Layout struct {
 	File       string        `json:"file"`
 	Generation uint64        `json:"generation"`
 	Mirrors    [][]Component `json:"mirrors"`
+	// StripeUnit is the flex-files stripe unit, bytes: a mirror's bytes
+	// are dealt round-robin over its components in units of it (0:
+	// unknown; a restripe needs it).
+	StripeUnit int64 `json:"stripe_unit,omitempty"`
 }
 
 // At returns the component at (mirror, component), or false.

@@ -78,10 +78,29 @@ type Commit struct {
 	NewGeneration uint64 `json:"new_generation"`
 	// Epoch is the committing leader's fencing token (0 for an mds alone).
 	Epoch uint64 `json:"epoch"`
+	// Restripe is set for a restripe's commit (the hook's restripe verb):
+	// the whole mirror switches to new components. From and To above are
+	// then the old and new devices joined by commas, FromPath and ToPath
+	// the first component's; Component is the one the plan started from.
+	Restripe *RestripeCommit `json:"restripe,omitempty"`
+}
+
+// RestripeCommit is a mirror's old and new components: devices, their
+// files as mounted on the mds host, and the new components' names in the
+// layout (relative to their exports) and sizes, in component order.
+type RestripeCommit struct {
+	StripeUnit int64    `json:"stripe_unit"`
+	From       []string `json:"from"`
+	To         []string `json:"to"`
+	FromPaths  []string `json:"from_paths"`
+	ToPaths    []string `json:"to_paths"`
+	Names      []string `json:"names"`
+	Bytes      []int64  `json:"bytes"`
 }
 
 // Hook applies a commit to the real MDS. It returns the new component's
-// file handle (hex, "" when unknown), ErrRefused when the MDS will not
+// file handle (hex, "" when unknown; for a restripe one per new
+// component, one a line), ErrRefused when the MDS will not
 // switch (its layout moved on), or another error to be retried. A repeat
 // of a commit it already applied (same file and NewGeneration) must
 // succeed without applying it again: after a crash between the hook and
@@ -186,7 +205,7 @@ func New(o Options) (*Driver, error) {
 
 // Capabilities implements actuator.Mover.
 func (d *Driver) Capabilities() actuator.Capabilities {
-	return actuator.Capabilities{Name: actuator.DriverFiles, SetState: true}
+	return actuator.Capabilities{Name: actuator.DriverFiles, SetState: true, Restripe: d.cfg.Restripe}
 }
 
 // Devices lists the configured exports, sized by statfs of their paths.
@@ -230,6 +249,9 @@ func (d *Driver) Devices(context.Context) ([]actuator.Device, error) {
 type storedLayout struct {
 	actuator.Layout
 	Pending *Commit `json:"pending,omitempty"`
+	// Retired are the components a committed restripe replaced, until
+	// its cleanup removes them.
+	Retired []actuator.Component `json:"retired,omitempty"`
 }
 
 func (d *Driver) layoutPath(file string) (string, error) {
@@ -369,11 +391,12 @@ var errDeposed = errors.New("a newer leader has taken over")
 // source's size is done (Verify judges its bytes).
 func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Progress, error) {
 	m := r.Move
-	src, err := d.path(m.From, m.File)
+	name := d.compName(m)
+	src, err := d.path(m.From, name)
 	if err != nil {
 		return actuator.Progress{}, err
 	}
-	dst, err := d.path(m.To, m.File)
+	dst, err := d.path(m.To, name)
 	if err != nil {
 		return actuator.Progress{}, err
 	}
@@ -463,13 +486,24 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 			}
 		}
 	}
+	if err := d.placePart(out, part, dst, epoch); err != nil {
+		return actuator.Progress{}, err
+	}
+	return actuator.Progress{Done: true, Bytes: size}, nil
+}
+
+// placePart puts a finished part file in place: fsynced, closed, renamed
+// to dst under the fence at epoch (the folder fsynced); a part the fence
+// refuses is removed.
+func (d *Driver) placePart(out *os.File, part, dst string, epoch uint64) error {
 	if err := out.Sync(); err != nil {
-		return actuator.Progress{}, fmt.Errorf("cannot sync %s: %w", part, err)
+		out.Close()
+		return fmt.Errorf("cannot sync %s: %w", part, err)
 	}
 	if err := out.Close(); err != nil {
-		return actuator.Progress{}, fmt.Errorf("cannot close %s: %w", part, err)
+		return fmt.Errorf("cannot close %s: %w", part, err)
 	}
-	err = d.fence.Commit(epoch, func() error {
+	err := d.fence.Commit(epoch, func() error {
 		if err := os.Rename(part, dst); err != nil {
 			return fmt.Errorf("cannot rename %s to %s: %w", part, dst, err)
 		}
@@ -477,9 +511,8 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 	})
 	if err != nil {
 		os.Remove(part)
-		return actuator.Progress{}, err
 	}
-	return actuator.Progress{Done: true, Bytes: size}, nil
+	return err
 }
 
 // Verify reads both copies back and compares their SHA-256. A paused
@@ -489,11 +522,12 @@ func (d *Driver) Verify(ctx context.Context, m models.Move) (actuator.VerifyResu
 	if d.isPaused(m) {
 		return actuator.VerifyResult{}, nil
 	}
-	src, err := d.path(m.From, m.File)
+	name := d.compName(m)
+	src, err := d.path(m.From, name)
 	if err != nil {
 		return actuator.VerifyResult{}, err
 	}
-	dst, err := d.path(m.To, m.File)
+	dst, err := d.path(m.To, name)
 	if err != nil {
 		return actuator.VerifyResult{}, err
 	}
@@ -582,8 +616,8 @@ func (d *Driver) Commit(ctx context.Context, m models.Move, epoch uint64) error 
 				return fmt.Errorf("cannot commit %s#%d.%d to %s: generation %d (planned on %d), component on %q: %w",
 					m.File, m.Mirror, m.Component, m.To, l.Generation, m.Generation, cur.Device, actuator.ErrGenerationChanged)
 			}
-			dst, _ := d.path(m.To, m.File)
-			src, _ := d.path(m.From, m.File)
+			dst, _ := d.path(m.To, nameOf(cur, m.File))
+			src, _ := d.path(m.From, nameOf(cur, m.File))
 			if _, err := os.Stat(dst); err != nil {
 				return fmt.Errorf("cannot commit %s: the copy %s: %w", m.File, dst, err)
 			}
@@ -633,6 +667,9 @@ func (d *Driver) finish(ctx context.Context, l *storedLayout) (applied bool, err
 	case err != nil:
 		return false, fmt.Errorf("cannot commit %s: layout hook: %w", c.File, err)
 	}
+	if c.Restripe != nil {
+		return true, d.finishRestripe(l, c, handle)
+	}
 	if _, ok := l.At(c.Mirror, c.Component); !ok {
 		return false, actuator.Permanent(fmt.Errorf("layout of %s has no component %d.%d for its pending commit", c.File, c.Mirror, c.Component))
 	}
@@ -651,20 +688,22 @@ func (d *Driver) Cleanup(ctx context.Context, m models.Move) error {
 		if err != nil {
 			return err
 		}
-		if cur, _ := l.At(m.Mirror, m.Component); !strings.EqualFold(cur.Device, m.To) {
+		cur, _ := l.At(m.Mirror, m.Component)
+		if !strings.EqualFold(cur.Device, m.To) {
 			return actuator.Permanent(fmt.Errorf("cannot clean up %s on %s: the layout points at %q, not the copy on %s; the old copy is kept", m.File, m.From, cur.Device, m.To))
 		}
-		if holds(&l.Layout, m.From) {
+		name := nameOf(cur, m.File)
+		if holds(&l.Layout, m.From, name) {
 			return d.forget(m)
 		}
-		src, err := d.path(m.From, m.File)
+		src, err := d.path(m.From, name)
 		if err != nil {
 			return err
 		}
 		if err := removeSynced(src); err != nil {
 			return err
 		}
-		if dst, err := d.path(m.To, m.File); err == nil {
+		if dst, err := d.path(m.To, name); err == nil {
 			// part files a deposed leader left beside the copy
 			if err := d.removeParts(dst); err != nil {
 				return err
@@ -684,16 +723,19 @@ func (d *Driver) Abort(ctx context.Context, m models.Move) error {
 		if err != nil && !errors.Is(err, actuator.ErrNotFound) {
 			return err
 		}
+		name := m.File
 		if err == nil {
-			if cur, _ := l.At(m.Mirror, m.Component); strings.EqualFold(cur.Device, m.To) {
+			cur, _ := l.At(m.Mirror, m.Component)
+			if strings.EqualFold(cur.Device, m.To) {
 				return fmt.Errorf("cannot abort the move of %s: the layout already points at the copy on %s (committed)", m.File, m.To)
 			}
+			name = nameOf(cur, m.File)
 		}
-		dst, err := d.path(m.To, m.File)
+		dst, err := d.path(m.To, name)
 		if err != nil {
 			return err
 		}
-		if !holds(&l.Layout, m.To) {
+		if !holds(&l.Layout, m.To, name) {
 			if err := removeSynced(dst); err != nil {
 				return err
 			}
@@ -722,16 +764,36 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-// holds says whether any component of l is on device.
-func holds(l *actuator.Layout, device string) bool {
+// holds says whether a component of l is the file name on device.
+func holds(l *actuator.Layout, device, name string) bool {
 	for _, comps := range l.Mirrors {
 		for _, c := range comps {
-			if strings.EqualFold(c.Device, device) {
+			if strings.EqualFold(c.Device, device) && nameOf(c, l.File) == name {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// nameOf is component c's file on its export: its path in the layout,
+// else the file's own.
+func nameOf(c actuator.Component, file string) string {
+	if c.Path != "" {
+		return c.Path
+	}
+	return file
+}
+
+// compName is the name of move m's component on its devices (read from
+// the layout; the file's own when the layout is unreadable).
+func (d *Driver) compName(m models.Move) string {
+	l, err := d.readLayout(m.File)
+	if err != nil {
+		return m.File
+	}
+	c, _ := l.At(m.Mirror, m.Component)
+	return nameOf(c, m.File)
 }
 
 // SetState records a device's state (online, draining, offline, spare).
@@ -886,8 +948,13 @@ func (d *Driver) locked(f func() error) error {
 // component's file handle in hex); exit 3: refused; anything else: retried.
 func (d *Driver) runCommand(ctx context.Context, c Commit) (string, error) {
 	argv := append([]string(nil), d.cfg.LayoutCommand...)
-	argv = append(argv, "commit", c.File, strconv.Itoa(c.Mirror), strconv.Itoa(c.Component), c.From, c.To,
-		strconv.FormatUint(c.OldGeneration, 10), strconv.FormatUint(c.NewGeneration, 10), strconv.FormatUint(c.Epoch, 10))
+	if c.Restripe != nil {
+		argv = append(argv, "restripe", c.File, strconv.Itoa(c.Mirror), c.From, c.To,
+			strconv.FormatUint(c.OldGeneration, 10), strconv.FormatUint(c.NewGeneration, 10), strconv.FormatUint(c.Epoch, 10))
+	} else {
+		argv = append(argv, "commit", c.File, strconv.Itoa(c.Mirror), strconv.Itoa(c.Component), c.From, c.To,
+			strconv.FormatUint(c.OldGeneration, 10), strconv.FormatUint(c.NewGeneration, 10), strconv.FormatUint(c.Epoch, 10))
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	body, _ := json.Marshal(c)
 	cmd.Stdin = bytes.NewReader(append(body, '\n'))
@@ -908,6 +975,18 @@ func (d *Driver) runCommand(ctx context.Context, c Commit) (string, error) {
 		return "", fmt.Errorf("%w: %s", ErrRefused, tail(stderr.Bytes()))
 	case err != nil:
 		return "", fmt.Errorf("%s: %w: %s", argv[0], err, tail(stderr.Bytes()))
+	}
+	if c.Restripe != nil {
+		// one handle a line, one per new component; anything else and
+		// every handle is unknown
+		hs := strings.Fields(stdout.String())
+		for _, h := range hs {
+			if _, err := hex.DecodeString(h); err != nil || len(hs) != len(c.Restripe.To) {
+				d.log.Warn("files driver: the layout hook did not print one hex file handle per new component; their handles are unknown", "output", tail(stdout.Bytes()))
+				return "", nil
+			}
+		}
+		return strings.Join(hs, "\n"), nil
 	}
 	line, _, _ := bufio.NewReader(&stdout).ReadLine()
 	h := strings.TrimSpace(string(line))
