@@ -299,6 +299,11 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 			continue
 		}
 		s := e.newSnapshot(devs)
+		for _, id := range e.movingDevices() {
+			if i, ok := s.devIdx[id]; ok {
+				s.in.Devices[i].Moving = true
+			}
+		}
 		var only []int32
 		for _, id := range trig[pool] {
 			only = append(only, s.devIdx[id])
@@ -345,6 +350,28 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 		}, s, res))
 	}
 	return errors.Join(errs...)
+}
+
+// movingDevices lists the devices that open moves and restripes read or
+// write (started or waiting to start).
+func (e *Engine) movingDevices() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range e.acts {
+		if a.Move == nil || a.State.Terminal() || a.DryRun {
+			continue
+		}
+		for _, d := range moveDevices(a.Move) {
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // planID names a plan from what it is about: its kind, its subject and the

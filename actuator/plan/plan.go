@@ -29,6 +29,10 @@ type Device struct {
 	Accepts bool
 	// Load is the device's load, bytes/s; ignored when Input.LoadFromHeat.
 	Load float64
+	// Moving says copies of other plans read or write the device now: a
+	// restripe, which writes to many devices at once, leaves it out (it
+	// would wait for the device's copy budget).
+	Moving bool
 	// DSCapacity is what the device's data server can serve, bytes/s (its
 	// NIC); 0 = unknown. A data server is balanced against its peers only
 	// while it is busy (above DSBusy of it, or always when unknown):

@@ -18,7 +18,8 @@ import (
 // fewest components, each on its own device of the pool, such that every
 // chosen device stays under tDev with its share of the mirror's heat
 // (its load without the mirror's old component, plus heat ÷ width). The
-// devices are the coolest legal ones: accepting data, in the pool, with
+// devices are the coolest legal ones: accepting data, without copies of
+// other plans under way (Device.Moving), in the pool, with
 // the headroom for a new component, holding no component of the file's
 // other mirrors and on no data server that holds one. Without a width
 // that reaches tDev (max width, or too few legal devices) it takes the
@@ -59,7 +60,7 @@ func (s *state) restripe(k int32, tDev float64) (Restripe, string) {
 	for i := range in.Devices {
 		x := int32(i)
 		dx := &in.Devices[i]
-		if !dx.Accepts || dx.Pool != pool || otherDev[x] || otherDS[dx.DS] {
+		if !dx.Accepts || dx.Moving || dx.Pool != pool || otherDev[x] || otherDS[dx.DS] {
 			continue
 		}
 		if _, was := old[x]; !was && s.used[x]+perBytes > (1-s.opts.Headroom)*dx.Capacity {

@@ -92,7 +92,7 @@ func TestRestripeNarrowestWidthThatReachesTarget(t *testing.T) {
 	}
 }
 
-func TestRestripeRespectsMirrorsAndPools(t *testing.T) {
+func TestRestripeRespectsMirrorsPoolsAndBusyDevices(t *testing.T) {
 	var b builder
 	b.in.LoadFromHeat = true
 	// pool 0: d0..d5 on ds0..ds5, d6 on ds2 (beside d2); pool 1: d7
@@ -108,13 +108,14 @@ func TestRestripeRespectsMirrorsAndPools(t *testing.T) {
 	for i := range 8 {
 		b.stripe(int32(i), int32(10+i), 0, 100, 10)
 	}
+	b.in.Devices[4].Moving = true // another plan's copies are under way there
 	r := Rebalance(&b.in, Options{Restripe: true})
 	if len(r.Restripes) != 1 {
 		t.Fatalf("got %d restripes (notes %q); want 1", len(r.Restripes), r.Notes)
 	}
 	for _, x := range r.Restripes[0].To {
-		if x == 2 || x == 6 || x == 7 {
-			t.Errorf("restripe onto d%d (to %v): the other mirror's device, its data server or another pool", x, r.Restripes[0].To)
+		if x == 2 || x == 6 || x == 7 || x == 4 {
+			t.Errorf("restripe onto d%d (to %v): the other mirror's device, its data server, another pool or a device with copies under way", x, r.Restripes[0].To)
 		}
 	}
 	if len(r.Restripes[0].Stripes) != 2 {
