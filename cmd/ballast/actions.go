@@ -32,7 +32,8 @@ const actionsUsage = `%s
 
 Lists, shows and decides on the mds's remediation actions over its API
 (%s, docs/actions.md). A plan (rebalance, evacuate_device, promote_spare)
-groups stripe moves; approve, reject and cancel apply to plans. In the
+groups its steps: stripe moves (move_stripe) and, in a rebalance, file
+restripes (restripe_file); approve, reject and cancel apply to plans. In the
 default dry-run mode plans are only proposed; in approve mode a plan waits
 for 'ballast actions approve'; in auto mode it runs within the budgets.
 Deciding is allowed from the mds's own host (loopback) unless the mds has
