@@ -114,7 +114,8 @@ type Evacuate struct {
 // Verify configures the measurement of an action's effect.
 type Verify struct {
 	// Window is how long the numbers are averaged before the action starts
-	// and after it ends.
+	// and after it ends (after a plan with commits, from Options.RateHold
+	// past its last commit at the earliest).
 	Window Duration `yaml:"window"`
 	// Rollback reverses a rebalance whose effect is worse.
 	Rollback bool `yaml:"rollback"`

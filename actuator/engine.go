@@ -97,7 +97,14 @@ type Options struct {
 	Load func() ([]models.Action, error)
 	// Measure reads the numbers verification compares; nil leaves effects
 	// unknown.
-	Measure  MeasureFunc
+	Measure MeasureFunc
+	// RateHold is how long a stripe component's last LAYOUTSTATS rate
+	// keeps counting in the device series Measure reads after the
+	// component stops reporting (the ingest's layoutstats.Ingester
+	// RateHold). A committed move or restripe retires components, so the
+	// window after a plan starts no earlier than this past its last
+	// commit; zero starts it when the moves end.
+	RateHold time.Duration
 	Appender Appender
 	// Inline runs every step inside Reconcile, in a fixed order: a
 	// simulated clock needs it (no step may race the clock). Otherwise

@@ -390,7 +390,8 @@ func cluster4() *memMover {
 	return m
 }
 
-func newRig(t *testing.T, m *memMover, cfg Config, dir string) *rig {
+// newRig starts an engine on m; with sets options newRig does not.
+func newRig(t *testing.T, m *memMover, cfg Config, dir string, with ...func(*Options)) *rig {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -400,7 +401,7 @@ func newRig(t *testing.T, m *memMover, cfg Config, dir string) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, m: m, j: j, now: t0}
-	e, err := New(Options{
+	o := Options{
 		Config: cfg, Mover: m, Journal: j, Inline: true,
 		Load: func() ([]models.Action, error) { return j.Actions(storage.ActionFilter{}) },
 		Measure: func(_ context.Context, expr string, at time.Time) (float64, bool, error) {
@@ -410,7 +411,11 @@ func newRig(t *testing.T, m *memMover, cfg Config, dir string) *rig {
 			v, ok := r.measure(expr, at)
 			return v, ok, nil
 		},
-	})
+	}
+	for _, f := range with {
+		f(&o)
+	}
+	e, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,6 +237,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		Appender:   m.store,
 		Inline:     m.rt.ManualTicks,
 		Rebalancer: m.rt.Rebalancer,
+		RateHold:   in.RateHold(),
 		Gate:       mdsGate{m},
 		StepHook:   testStepHook(m.logger),
 		Namer: func(id string) string {

@@ -163,6 +163,16 @@ func NewIngester(opts Options) (*Ingester, error) {
 // Keys returns how many stripe keys the ingester remembers.
 func (in *Ingester) Keys() int { return len(in.keys) }
 
+// RateHold is how long after a stripe key's last report its rate can
+// still count in the per-device and per-DS series: StaleAfter, then up to
+// a SweepInterval until a sweep takes it out, then up to an EmitInterval
+// until the lowered sum is written (with a batch or Tick at least that
+// often). A component a layout change retired stops reporting, so its old
+// device reads its load for this long after the switch.
+func (in *Ingester) RateHold() time.Duration {
+	return in.opts.StaleAfter + in.opts.SweepInterval + in.opts.EmitInterval
+}
+
 // Result is what one accepted batch produced.
 type Result struct {
 	// Deltas has one entry per report that carried new information, in

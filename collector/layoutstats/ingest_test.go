@@ -373,3 +373,29 @@ func TestBusyRoundingIsClamped(t *testing.T) {
 		t.Errorf("got %v; want a conflict on the busy time", err)
 	}
 }
+
+// TestRateHold: a key that stops reporting (a component a layout change
+// retired) keeps its rate in its device's series for at most RateHold,
+// and for StaleAfter at least, when the ingest ticks every 10 s.
+func TestRateHold(t *testing.T) {
+	in := newIngester(t, Options{})
+	if got, want := in.RateHold(), DefaultStaleAfter+DefaultSweepInterval+DefaultEmitInterval; got != want {
+		t.Fatalf("RateHold %s; want %s", got, want)
+	}
+	dev := rep(1, 0, ctr{}, ctr{}).DeviceID
+	res := mustIngest(t, in, t0, batch("c", rep(1, time.Minute, ctr{ops: 60, bytes: 6000, busy: time.Second}, ctr{})))
+	if got, _ := sampleValue(t, res.Samples, models.MetricLayoutStatsDeviceBytes, dev, "read"); got != 100 {
+		t.Fatalf("first report: %v B/s; want 100", got)
+	}
+	var zeroAt time.Time
+	for now := t0.Add(10 * time.Second); now.Before(t0.Add(10*time.Minute)) && zeroAt.IsZero(); now = now.Add(10 * time.Second) {
+		tx := in.Tick(now)
+		tx.Commit()
+		if v, ok := sampleValue(t, tx.Result.Samples, models.MetricLayoutStatsDeviceBytes, dev, "read"); ok && v == 0 {
+			zeroAt = now
+		}
+	}
+	if zeroAt.IsZero() || zeroAt.Sub(t0) > in.RateHold() || zeroAt.Sub(t0) <= DefaultStaleAfter {
+		t.Errorf("the quiet key's rate left its device's series at %s after its last report; want after %s and within %s", zeroAt.Sub(t0), DefaultStaleAfter, in.RateHold())
+	}
+}
