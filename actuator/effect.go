@@ -25,12 +25,12 @@ const (
 // measured over every device.
 const maxRegexDevices = 512
 
-// measure reads the numbers behind a plan, averaged over the verify window
-// before it started (after = false: at its start) or after its moves ended
-// (after = true: at now). Missing numbers are left out.
-func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Action, at time.Time, after bool) map[string]float64 {
+// measure reads the numbers behind a plan, averaged over the window w
+// ending at at: before it started (after = false: at its start, over
+// beforeWindow) or after its moves ended (after = true: at now, over the
+// verify window). Missing numbers are left out.
+func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Action, at time.Time, w time.Duration, after bool) map[string]float64 {
 	out := map[string]float64{}
-	w := time.Duration(e.cfg.Verify.Window)
 	win := fmt.Sprintf("%ds", int(math.Max(1, w.Seconds())))
 	srcs := map[string]bool{}
 	for i := range kids {
@@ -97,6 +97,47 @@ func (e *Engine) measure(ctx context.Context, p *models.Action, kids []models.Ac
 		}
 	}
 	return out
+}
+
+// minBeforeSamples is the fewest samples of each series a before-window
+// spans, however recent the onset of the plan's condition: an average,
+// not one reading. More reach back before the onset for a plan started
+// soon after it (hot-shard, 30 s after: a third sample, from before the
+// fault, took the pool's max/mean from 1.76 to 1.46).
+const minBeforeSamples = 2
+
+// defaultSampleInterval stands for Options.SampleInterval when it is zero:
+// the default scrape interval and LAYOUTSTATS emit interval.
+const defaultSampleInterval = 15 * time.Second
+
+// beforeWindow is how far back from now (plan p's start) its before
+// numbers are averaged, and a note when that is not verify.window. A plan
+// with an onset (a rebalance: the earliest start of the hotspot findings
+// that motivated it) reads from the onset when it started sooner than
+// verify.window after it: the numbers it is judged against are the
+// condition's, not a blend with the minutes before the condition began
+// (hot-shard: a plan 30 s after the onset read 90 s of its 120-s window
+// from before it: the pool's max/mean 1.16, 1.76 since the onset).
+// The window spans minBeforeSamples samples at least, so it can start
+// shortly before the onset; the note says so. Plans without an onset
+// (evacuations: their verdict counts the stripes left) use verify.window.
+func (e *Engine) beforeWindow(p *models.Action, now time.Time) (time.Duration, string) {
+	w := time.Duration(e.cfg.Verify.Window)
+	if p.Onset.IsZero() || !p.Onset.After(now.Add(-w)) {
+		return w, ""
+	}
+	every := e.opts.SampleInterval
+	if every <= 0 {
+		every = defaultSampleInterval
+	}
+	least := min(w, minBeforeSamples*every)
+	since := now.Sub(p.Onset).Truncate(time.Second)
+	onset := fmt.Sprintf("the onset of %s at %s", p.FindingID, p.Onset.UTC().Format(time.RFC3339))
+	if since >= least {
+		return since, fmt.Sprintf("before: the %s since %s (verify.window %s reaches back before it)", since, onset, w)
+	}
+	return least, fmt.Sprintf("before: %s, the least for %d samples every %s: it starts %s before %s, so it includes numbers from before the condition",
+		least, minBeforeSamples, every, least-max(since, 0), onset)
 }
 
 // effectDigits is how many significant digits of a measured number an

@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,18 +53,24 @@ func (s *staleIngest) report(m *memMover, now time.Time, fileRate func(string) f
 
 var deviceRegex = regexp.MustCompile(models.LabelLayoutStatsDeviceID + `=~"([^"]*)"`)
 
+var windowRegex = regexp.MustCompile(`\[([0-9]+)s\]`)
+
 // measure answers the engine's queries of the device series: the sum
-// over the devices named of their mean over the window ending at at, or
-// the max or mean over devices of that mean. Other numbers are unknown.
-func (s *staleIngest) measure(window time.Duration) func(string, time.Time) (float64, bool) {
+// over the devices named of their mean over the query's window ending at
+// at, or the max or mean over devices of that mean. Other numbers are
+// unknown.
+func (s *staleIngest) measure() func(string, time.Time) (float64, bool) {
 	return func(expr string, at time.Time) (float64, bool) {
 		if !strings.Contains(expr, models.MetricLayoutStatsDeviceBytes) {
 			return 0, false
 		}
 		mt := deviceRegex.FindStringSubmatch(expr)
-		if mt == nil {
+		wt := windowRegex.FindStringSubmatch(expr)
+		if mt == nil || wt == nil {
 			return 0, false
 		}
+		secs, _ := strconv.Atoi(wt[1])
+		window := time.Duration(secs) * time.Second
 		devs := strings.Split(mt[1], "|")
 		mean := map[string]float64{}
 		n := 0
@@ -134,7 +141,7 @@ func TestEffectWaitsForRetiredComponents(t *testing.T) {
 			cfg := rebalanceConfig(models.ModeAuto)
 			r := newRig(t, m, cfg, "", func(o *Options) { o.RateHold = hold })
 			s := &staleIngest{hold: hold, last: map[[2]string]time.Time{}, rate: map[[2]string]float64{}, series: map[time.Time]map[string]float64{}}
-			r.measure = s.measure(time.Duration(cfg.Verify.Window))
+			r.measure = s.measure()
 			hot := hotspot("d0", t0)
 			for range 60 {
 				r.heat(s.report(m, r.now, tc.fileRate))
@@ -164,6 +171,92 @@ func TestEffectWaitsForRetiredComponents(t *testing.T) {
 			}
 			if got := a[EffectPoolMaxMean]; math.Abs(got-tc.ratio) > 1e-6 {
 				t.Errorf("pool max/mean after %.6g; want %.6g", got, tc.ratio)
+			}
+		})
+	}
+}
+
+// TestBeforeWindowStartsAtTheOnset: a plan's before numbers are the
+// condition's that motivated it, not a blend with the minutes before it
+// began. Synthetic load: d0's twelve files read 25 B/s each until the
+// onset (d0 300 B/s, d1–d3 180), then 50 (d0 600, pool max/mean
+// 600/285); the hotspot finding, with that onset, reaches the engine
+// later; verify.window is 2 min. A plan that starts 40 s after the onset
+// averages those 40 s only (over the whole window it would read d0 at
+// about 425 B/s); one that starts 10 s after it reads the minimum of 2
+// samples (20 s) and says it reaches back before the onset; one that
+// starts 3 min after it reads the whole window.
+func TestBeforeWindowStartsAtTheOnset(t *testing.T) {
+	const window = 2 * time.Minute
+	onset := t0.Add(3 * time.Minute)
+	cases := []struct {
+		name  string
+		seen  time.Duration // after the onset
+		short bool          // a window at the minimum, with a note saying so
+	}{
+		{"since the onset", 40 * time.Second, false},
+		{"minimum samples", 10 * time.Second, true},
+		{"older than the window", 3 * time.Minute, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := hotCluster()
+			cfg := rebalanceConfig(models.ModeAuto)
+			cfg.Verify.Window = Duration(window)
+			r := newRig(t, m, cfg, "", func(o *Options) { o.SampleInterval = 10 * time.Second })
+			s := &staleIngest{last: map[[2]string]time.Time{}, rate: map[[2]string]float64{}, series: map[time.Time]map[string]float64{}}
+			r.measure = s.measure()
+			rate := func(f string) float64 {
+				switch {
+				case !strings.HasPrefix(f, "a"):
+					return 30
+				case r.now.Before(onset):
+					return 25
+				}
+				return 50
+			}
+			hot := hotspot("d0", onset)
+			var p models.Action
+			for range 60 {
+				r.heat(s.report(m, r.now, rate))
+				if r.now.Before(onset.Add(tc.seen)) {
+					r.tick()
+				} else {
+					r.tick(hot)
+				}
+				if ps := r.plans(); len(ps) == 1 && ps[0].Effect != nil {
+					p = ps[0]
+					break
+				}
+			}
+			if p.Effect == nil {
+				t.Fatalf("no plan started: %+v", r.plans())
+			}
+			if !p.Onset.Equal(onset) {
+				t.Errorf("plan onset %s; want the finding's start %s", p.Onset.Format(time.TimeOnly), onset.Format(time.TimeOnly))
+			}
+			since := p.Started.Sub(onset)
+			b, note := p.Effect.Before, p.Effect.BeforeNote
+			switch {
+			case since >= window:
+				if p.Effect.BeforeWindow != 0 || note != "" || p.Effect.Window != window {
+					t.Errorf("started %s after the onset: effect window %s, before-window %s (%q); want verify.window only", since, p.Effect.Window, p.Effect.BeforeWindow, note)
+				}
+			case tc.short:
+				if p.Effect.BeforeWindow != 20*time.Second || !strings.Contains(note, "before the condition") {
+					t.Errorf("started %s after the onset: before-window %s (%q); want the 20-s minimum, saying it reaches back before the onset", since, p.Effect.BeforeWindow, note)
+				}
+				return
+			default:
+				if p.Effect.BeforeWindow != since || !strings.Contains(note, "since the onset of hotspot:device:d0") {
+					t.Errorf("started %s after the onset: before-window %s (%q); want %s, from the onset", since, p.Effect.BeforeWindow, note, since)
+				}
+			}
+			if got := b[EffectSourceLoad]; got != 600 {
+				t.Errorf("source load before %.6g; want 600 (d0 since the onset)", got)
+			}
+			if got, want := b[EffectPoolMaxMean], roundEffect(600.0/285); got != want {
+				t.Errorf("pool max/mean before %.6g; want %.6g", got, want)
 			}
 		})
 	}

@@ -105,7 +105,12 @@ type Options struct {
 	// window after a plan starts no earlier than this past its last
 	// commit; zero starts it when the moves end.
 	RateHold time.Duration
-	Appender Appender
+	// SampleInterval is how often the series Measure reads get a sample
+	// (the longer of the scrape interval and the LAYOUTSTATS emit
+	// interval); zero means 15 s, both defaults. A plan's before-window is
+	// at least minBeforeSamples of them.
+	SampleInterval time.Duration
+	Appender       Appender
 	// Inline runs every step inside Reconcile, in a fixed order: a
 	// simulated clock needs it (no step may race the clock). Otherwise
 	// steps run on workers, one per key at a time.

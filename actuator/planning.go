@@ -345,7 +345,7 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 			reason = e.reb.Name() + " planner: " + reason
 		}
 		errs = append(errs, e.openPlan(ctx, now, mode, planSpec{
-			id: id, kind: models.ActionRebalance, subject: subj, finding: f.ID, reason: reason,
+			id: id, kind: models.ActionRebalance, subject: subj, finding: f.ID, onset: f.Start, reason: reason,
 			params: map[string]string{"planner": e.reb.Name(), "hot_devices": strings.Join(hot, ",")},
 		}, s, res))
 	}
@@ -394,6 +394,7 @@ type planSpec struct {
 	subject   models.Subject
 	name      string
 	finding   string
+	onset     time.Time // the condition's start, for the before-window; zero: none
 	reason    string
 	urgent    bool
 	notBefore time.Time
@@ -417,7 +418,7 @@ func (e *Engine) openPlan(ctx context.Context, now time.Time, mode models.Action
 		st = models.ActionAwaitingApproval
 	}
 	p := &models.Action{
-		ID: spec.id, Kind: spec.kind, Subject: spec.subject, SubjectName: spec.name, FindingID: spec.finding,
+		ID: spec.id, Kind: spec.kind, Subject: spec.subject, SubjectName: spec.name, FindingID: spec.finding, Onset: spec.onset,
 		Mode: mode, State: st, DryRun: mode == models.ModeDryRun, Urgent: spec.urgent, Simulated: e.caps.Simulated,
 		Created: now, Updated: now, NotBefore: spec.notBefore, Reason: spec.reason, Params: spec.params,
 		Plan: &models.ActionPlan{

@@ -434,7 +434,11 @@ func (e *Engine) reconcilePlan(ctx context.Context, now time.Time, id string) er
 		p.State = models.ActionRunning
 		p.Started, p.Updated = now, now
 		p.Blocked, p.Error, p.Attempts = "", "", 0
-		p.Effect = &models.ActionEffect{Window: time.Duration(e.cfg.Verify.Window), Before: e.measure(ctx, &p, kids, now, false)}
+		bw, note := e.beforeWindow(&p, now)
+		p.Effect = &models.ActionEffect{Window: time.Duration(e.cfg.Verify.Window), Before: e.measure(ctx, &p, kids, now, bw, false), BeforeNote: note}
+		if bw != p.Effect.Window {
+			p.Effect.BeforeWindow = bw
+		}
 		as := []*models.Action{&p}
 		for i := range kids {
 			k := &kids[i]
@@ -498,7 +502,7 @@ func (e *Engine) reconcilePlan(ctx context.Context, now time.Time, id string) er
 		if p.Effect == nil {
 			p.Effect = &models.ActionEffect{Window: time.Duration(e.cfg.Verify.Window)}
 		}
-		p.Effect.After = e.measure(ctx, &p, kids, now, true)
+		p.Effect.After = e.measure(ctx, &p, kids, now, time.Duration(e.cfg.Verify.Window), true)
 		p.Effect.MeasuredAt = now
 		p.Effect.Verdict, p.Effect.Reason = e.verdict(ctx, &p)
 		e.met.effect(p.Kind, p.Effect.Verdict)

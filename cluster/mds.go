@@ -238,8 +238,11 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 		Inline:     m.rt.ManualTicks,
 		Rebalancer: m.rt.Rebalancer,
 		RateHold:   in.RateHold(),
-		Gate:       mdsGate{m},
-		StepHook:   testStepHook(m.logger),
+		// the series verification reads: LAYOUTSTATS device sums and
+		// scraped GPU utilisation
+		SampleInterval: max(in.EmitInterval(), time.Duration(c.Scrape.Interval)),
+		Gate:           mdsGate{m},
+		StepHook:       testStepHook(m.logger),
 		Namer: func(id string) string {
 			if n := m.ids.DeviceName(id); n != id {
 				return n

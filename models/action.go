@@ -191,6 +191,13 @@ type ActionEffect struct {
 	Verdict    Verdict            `json:"verdict,omitempty"`
 	Reason     string             `json:"reason,omitempty"`
 	MeasuredAt time.Time          `json:"measured_at,omitzero"`
+
+	// BeforeWindow, when set, is the window Before was averaged over where
+	// it is not Window: a plan started less than Window after the onset of
+	// the condition that motivated it reads from the onset (at least
+	// minimum samples); BeforeNote says so, and from when.
+	BeforeWindow time.Duration `json:"before_window_ns,omitempty"`
+	BeforeNote   string        `json:"before_note,omitempty"`
 }
 
 // ActionDecision records an operator's approval, rejection or cancellation.
@@ -214,8 +221,15 @@ type Action struct {
 	Parent    string            `json:"parent,omitempty"`
 	Params    map[string]string `json:"params,omitempty"`
 	FindingID string            `json:"finding_id,omitempty"`
-	Mode      ActionMode        `json:"mode,omitempty"`
-	State     ActionState       `json:"state"`
+
+	// Onset is when the condition that motivated a plan began (the
+	// earliest start of its findings): its before numbers are not read
+	// from earlier. Zero where the before-window is verify.window whatever
+	// the finding's age (evacuations, replacements).
+	Onset time.Time `json:"onset,omitzero"`
+
+	Mode  ActionMode  `json:"mode,omitempty"`
+	State ActionState `json:"state"`
 	// DryRun marks an action that must never be carried out.
 	DryRun bool `json:"dry_run,omitempty"`
 	// Urgent actions may move data inside a predicted checkpoint window.

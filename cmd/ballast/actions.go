@@ -292,6 +292,9 @@ func printAction(w io.Writer, a *models.Action, kids []models.Action) {
 			fmt.Fprintf(w, " — %s", e.Reason)
 		}
 		fmt.Fprintln(w)
+		if e.BeforeNote != "" {
+			fmt.Fprintf(w, "    %s\n", e.BeforeNote)
+		}
 		for _, k := range sortedKeys(e.Before) {
 			after := "–"
 			if v, ok := e.After[k]; ok {

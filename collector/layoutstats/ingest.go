@@ -173,6 +173,10 @@ func (in *Ingester) RateHold() time.Duration {
 	return in.opts.StaleAfter + in.opts.SweepInterval + in.opts.EmitInterval
 }
 
+// EmitInterval is the least time between two samples of one per-device
+// or per-DS series.
+func (in *Ingester) EmitInterval() time.Duration { return in.opts.EmitInterval }
+
 // Result is what one accepted batch produced.
 type Result struct {
 	// Deltas has one entry per report that carried new information, in
