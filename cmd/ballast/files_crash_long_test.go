@@ -9,3 +9,7 @@ const crashKills = 50
 // failoverKills is how many times TestFilesDriverFailover kills the
 // leader in make test-long.
 const failoverKills = 30
+
+// restripeKills is how many times TestFilesDriverRestripeCrashSafety
+// kills the mds inside restripes in make test-long.
+const restripeKills = 50

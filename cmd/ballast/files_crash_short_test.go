@@ -9,3 +9,7 @@ const crashKills = 10
 // failoverKills is how many times TestFilesDriverFailover kills the
 // leader in make test (make test-long: 30).
 const failoverKills = 10
+
+// restripeKills is how many times TestFilesDriverRestripeCrashSafety
+// kills the mds inside restripes in make test (make test-long: 50).
+const restripeKills = 10

@@ -28,13 +28,38 @@ func TestFilesDriverCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts a real mds many times")
 	}
-	phases := []string{"copying", "in-copy", "copied", "verified", "committed", "in-copy", "cleaned"}
+	runCrashRig(t, crashCase{
+		kills:  crashKills,
+		phases: []string{"copying", "in-copy", "copied", "verified", "committed", "in-copy", "cleaned"},
+		rig:    func(t *testing.T) *filesRig { return newFilesRig(t, "") },
+	})
+}
+
+// crashCase is one kill -9 rig: how many kills, at which points in turn
+// (a phase the step hook stops after, or "in-copy"), the cluster of each
+// round, and whether the kills count only when they land in a restripe
+// (restripe_file) and each round must commit one.
+type crashCase struct {
+	kills     int
+	phases    []string
+	rig       func(t *testing.T) *filesRig
+	restripes bool
+}
+
+// runCrashRig kills a real mds c.kills times at c.phases in turn, round
+// after round (a fresh cluster once every action of one has ended), and
+// after each round's last, hook-free restart has finished every action
+// checks the files (filesRig.check) and that every move and restripe
+// succeeded and was cleaned, or was aborted, as many as the layouts
+// committed.
+func runCrashRig(t *testing.T, c crashCase) {
+	t.Helper()
 	kills, round := 0, 0
 	stats := map[string]int{}
-	var total struct{ files, commits, succeeded, aborted, hookCalls int }
-	for kills < crashKills {
+	var total struct{ files, commits, succeeded, aborted, hookCalls, restripes, restripeAborts, other int }
+	for kills < c.kills {
 		round++
-		r := newFilesRig(t, "")
+		r := c.rig(t)
 		data := filepath.Join(r.dir, "data")
 		var mu sync.Mutex
 		addr := ""
@@ -48,23 +73,27 @@ func TestFilesDriverCrashSafety(t *testing.T) {
 			return []string{addr}
 		}, stop)
 		setAddr := func(a string) { mu.Lock(); addr = a; mu.Unlock() }
-		for kills < crashKills {
-			kind := phases[kills%len(phases)]
+		for kills < c.kills {
+			kind := c.phases[kills%len(c.phases)]
 			env := cluster.EnvTestSteps + "=log"
 			if kind != "in-copy" {
 				env = cluster.EnvTestSteps + "=stop:" + kind
 			}
 			p := startMDSEnv(t, []string{env}, data, "--config", r.cfg)
 			setAddr(p.addr)
-			hit, exhausted := waitTrigger(t, p, kind)
+			line, exhausted := waitTrigger(t, p, kind, c.restripes)
 			p.cmd.Process.Kill()
 			<-p.done
 			setAddr("")
 			if exhausted {
-				break // every move of this cluster has ended: a new round
+				break // every action of this cluster has ended: a new round
+			}
+			if c.restripes && !strings.Contains(line, ":r:") {
+				total.other++ // a stripe move stopped at the boundary: not counted
+				continue
 			}
 			kills++
-			stats[hit]++
+			stats[kind]++
 		}
 		// the last start runs without the hook until every action ended
 		p := startMDS(t, data, "--config", r.cfg)
@@ -75,41 +104,54 @@ func TestFilesDriverCrashSafety(t *testing.T) {
 			t.Logf("mds exit: %v", err)
 		}
 		commits := r.check(t)
-		succ, ab := 0, 0
+		succ, ab, rsucc, rab := 0, 0, 0, 0
 		for _, m := range ms {
+			rs := m.Kind == models.ActionRestripeFile
 			switch {
 			case m.State == models.ActionSucceeded && m.Move.Phase == models.PhaseCleaned:
 				succ++
+				if rs {
+					rsucc++
+				}
 			case m.Move.Phase == models.PhaseAborted:
 				ab++
+				if rs {
+					rab++
+				}
 			default:
-				t.Errorf("move %s ended %s in phase %s (%s); want succeeded and cleaned, or aborted", m.ID, m.State, m.Move.Phase, m.Reason)
+				t.Errorf("%s %s ended %s in phase %s (%s); want succeeded and cleaned, or aborted", m.Kind, m.ID, m.State, m.Move.Phase, m.Reason)
 			}
 		}
 		if succ != commits {
-			t.Errorf("round %d: %d moves succeeded, but the layouts show %d commits", round, succ, commits)
+			t.Errorf("round %d: %d moves and restripes succeeded, but the layouts show %d commits", round, succ, commits)
 		}
 		if commits == 0 {
-			t.Fatalf("round %d: no move was committed; the test proves nothing\n%s", round, p.logs)
+			t.Fatalf("round %d: nothing was committed; the test proves nothing\n%s", round, p.logs)
+		}
+		if c.restripes && rsucc == 0 {
+			t.Fatalf("round %d: no restripe was committed; the test proves nothing\n%s", round, p.logs)
 		}
 		total.files += len(r.sums)
 		total.commits += commits
 		total.succeeded += succ
 		total.aborted += ab
+		total.restripes += rsucc
+		total.restripeAborts += rab
 		total.hookCalls += len(fileLines(filepath.Join(r.dir, "hook-calls.log")))
 		if t.Failed() {
 			t.Fatalf("round %d failed; last mds log:\n%s", round, p.logs)
 		}
 	}
-	t.Logf("%d kills (-9) in %d rounds, by point: %v; %d files checked by sha256 after the last restart of each round; %d commits (each applied once by the hook, %d hook calls), %d moves succeeded, %d aborted",
-		kills, round, stats, total.files, total.commits, total.hookCalls, total.succeeded, total.aborted)
+	t.Logf("%d kills (-9) in %d rounds, by point: %v (%d more landed on stripe moves); %d files checked by sha256 after the last restart of each round; %d commits (each applied once by the hook, %d hook calls), %d moves and restripes succeeded (%d restripes), %d aborted (%d restripes)",
+		kills, round, stats, total.other, total.files, total.commits, total.hookCalls, total.succeeded, total.restripes, total.aborted, total.restripeAborts)
 }
 
 // waitTrigger waits until p reaches the kill point kind: "in-copy" is a
-// random moment within 1.8 s of a copy's start (a copy takes about 2 s),
-// any other kind the hook's stop after that phase was journaled.
-// exhausted is true when every move has ended and no new one comes.
-func waitTrigger(t *testing.T, p *mdsProc, kind string) (hit string, exhausted bool) {
+// random moment within 1.8 s of a copy's start (a copy takes about 2 s;
+// with restripes, a restripe's copy), any other kind the hook's stop
+// after that phase was journaled; line is the hook's log line.
+// exhausted is true when every action has ended and no new one comes.
+func waitTrigger(t *testing.T, p *mdsProc, kind string, restripes bool) (line string, exhausted bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	poll := time.NewTicker(time.Second)
@@ -119,16 +161,17 @@ func waitTrigger(t *testing.T, p *mdsProc, kind string) (hit string, exhausted b
 		select {
 		case line := <-p.lines:
 			switch {
-			case kind == "in-copy" && strings.Contains(line, `msg="test step"`) && strings.Contains(line, "phase=copying"):
+			case kind == "in-copy" && strings.Contains(line, `msg="test step"`) && strings.Contains(line, "phase=copying") &&
+				(!restripes || strings.Contains(line, ":r:")):
 				time.Sleep(time.Duration(mrand.Int64N(int64(1800 * time.Millisecond))))
-				return kind, false
+				return line, false
 			case kind != "in-copy" && strings.Contains(line, `msg="test step stopped"`):
-				return kind, false
+				return line, false
 			}
 		case err := <-p.done:
 			t.Fatalf("mds exited on its own: %v\n%s", err, p.logs)
 		case <-poll.C:
-			ms, err := moves(p.addr)
+			ms, err := allActions(p.addr)
 			if err != nil || len(ms) == 0 {
 				quiet = 0
 				break
@@ -167,23 +210,19 @@ func waitTrigger(t *testing.T, p *mdsProc, kind string) (hit string, exhausted b
 	}
 }
 
-// waitQuiet waits until the mds has moves and every action has ended and
-// stayed so for 5 s, and returns the moves.
+// waitQuiet waits until the mds has moves or restripes and every action
+// has ended and stayed so for 5 s, and returns its moves and restripes.
 func waitQuiet(t *testing.T, p *mdsProc, within time.Duration) []models.Action {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	quiet := 0
 	for time.Now().Before(deadline) {
 		time.Sleep(time.Second)
-		ms, err := moves(p.addr)
-		if err != nil {
-			continue
-		}
 		all, err := allActions(p.addr)
 		if err != nil {
 			continue
 		}
-		open := 0
+		ms, open := movesOf(all), 0
 		for _, a := range all {
 			if !a.State.Terminal() {
 				open++
@@ -198,9 +237,20 @@ func waitQuiet(t *testing.T, p *mdsProc, within time.Duration) []models.Action {
 			return ms
 		}
 	}
-	ms, _ := moves(p.addr)
-	t.Fatalf("actions still open after %s: %s\n%s", within, movesSummary(ms), p.logs)
+	all, _ := allActions(p.addr)
+	t.Fatalf("actions still open after %s: %s\n%s", within, movesSummary(movesOf(all)), p.logs)
 	return nil
+}
+
+// movesOf keeps the stripe moves and restripes of as.
+func movesOf(as []models.Action) []models.Action {
+	var out []models.Action
+	for _, a := range as {
+		if a.Move != nil && (a.Kind == models.ActionMoveStripe || a.Kind == models.ActionRestripeFile) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func allActions(addr string) ([]models.Action, error) { return actionsAt(addr, "") }

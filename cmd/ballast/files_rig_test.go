@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,7 +33,12 @@ type filesRig struct {
 	devs            []string          // device ids, ds0 first
 	sums            map[string]string // file → sha256 of its original bytes
 	sizes           map[string]int64
+	rates           map[string]int64 // file → bytes/s its clients read (default rigRate)
 }
+
+// rigRate is how fast the clients read each file unless rates says
+// otherwise, bytes/s.
+const rigRate = 10_000_000
 
 const rigFileBytes = 1 << 20
 
@@ -50,7 +56,7 @@ func newFilesRig(t *testing.T, extraYAML string) *filesRig {
 // concurrent moves run at once.
 func newFilesRigN(t *testing.T, hot, cold, concurrent int, extraYAML string) *filesRig {
 	t.Helper()
-	r := &filesRig{dir: t.TempDir(), sums: map[string]string{}, sizes: map[string]int64{}}
+	r := &filesRig{dir: t.TempDir(), sums: map[string]string{}, sizes: map[string]int64{}, rates: map[string]int64{}}
 	r.store = filepath.Join(r.dir, "store")
 	var exports strings.Builder
 	for i := range 8 {
@@ -110,6 +116,15 @@ elif grep -qF "$BALLAST_FILE $BALLAST_NEW_GENERATION " "$d/hook-applied.log" 2>/
 else
   echo "$line $BALLAST_EPOCH" >> "$d/hook-applied.log"
 fi
+if [ "$1" = restripe ]; then
+  # one handle a line, one per new component (FILE~gG.J on its device)
+  j=0
+  for dev in $(echo "$BALLAST_TO" | tr , ' '); do
+    printf '%%s' "$BALLAST_FILE~g$BALLAST_NEW_GENERATION.$j@$dev" | sha256sum | cut -c1-16
+    j=$((j+1))
+  done
+  exit 0
+fi
 printf '%%s' "$BALLAST_FILE@$BALLAST_TO" | sha256sum | cut -c1-16
 `, r.dir)), 0o755); err != nil {
 		t.Fatal(err)
@@ -144,8 +159,48 @@ func handleOf(file, dev string) string {
 	return hex.EncodeToString(s[:8])
 }
 
+// rigLayout is a layout file as the store holds it: the layout, a
+// commit whose hook answer is not known yet, and the components a
+// committed restripe retired until its cleanup.
+type rigLayout struct {
+	actuator.Layout
+	Pending json.RawMessage      `json:"pending,omitempty"`
+	Retired []actuator.Component `json:"retired,omitempty"`
+}
+
+// addStriped writes a file of size random bytes striped over devs in
+// units of unit bytes (flex-files striping: logical unit u is unit u ÷ W
+// of component u mod W, each component FILE on its device), its layout
+// at generation 1, and has the clients read it at rate bytes/s.
+func (r *filesRig) addStriped(t *testing.T, name string, devs []int, size, unit, rate int64) {
+	t.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	parts := make([][]byte, len(devs))
+	for off := int64(0); off < size; off += unit {
+		j := (off / unit) % int64(len(devs))
+		parts[j] = append(parts[j], b[off:min(off+unit, size)]...)
+	}
+	var comps []actuator.Component
+	for j, dev := range devs {
+		p := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", dev), name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, parts[j], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		comps = append(comps, actuator.Component{Device: r.devs[dev], Handle: handleOf(name, r.devs[dev]), Bytes: int64(len(parts[j]))})
+	}
+	sum := sha256.Sum256(b)
+	r.sums[name] = hex.EncodeToString(sum[:])
+	r.sizes[name] = size
+	r.rates[name] = rate
+	if err := files.WriteLayout(r.store, actuator.Layout{File: name, Generation: 1, StripeUnit: unit, Mirrors: [][]actuator.Component{comps}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // layouts reads every layout in the store.
-func (r *filesRig) layouts(t *testing.T) map[string]actuator.Layout {
+func (r *filesRig) layouts(t *testing.T) map[string]rigLayout {
 	t.Helper()
 	out, err := r.readLayouts()
 	if err != nil {
@@ -154,8 +209,8 @@ func (r *filesRig) layouts(t *testing.T) map[string]actuator.Layout {
 	return out
 }
 
-func (r *filesRig) readLayouts() (map[string]actuator.Layout, error) {
-	out := map[string]actuator.Layout{}
+func (r *filesRig) readLayouts() (map[string]rigLayout, error) {
+	out := map[string]rigLayout{}
 	root := filepath.Join(r.store, "layouts")
 	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() || !strings.HasSuffix(p, ".json") || strings.HasPrefix(fi.Name(), ".") {
@@ -165,7 +220,7 @@ func (r *filesRig) readLayouts() (map[string]actuator.Layout, error) {
 		if err != nil {
 			return err
 		}
-		var l actuator.Layout
+		var l rigLayout
 		if err := json.Unmarshal(b, &l); err != nil {
 			return fmt.Errorf("layout %s: %w", p, err)
 		}
@@ -176,9 +231,11 @@ func (r *filesRig) readLayouts() (map[string]actuator.Layout, error) {
 }
 
 // poster reads the files as GPU clients would, where the layout says they
-// are, and posts LAYOUTSTATS to every mds at addrs() every second: every
-// file alike (10 MB/s), so the device holding the most files is hot.
-// The clients follow a committed layout to the new device and handle.
+// are, and posts LAYOUTSTATS to every mds at addrs() every second: each
+// file at its rate (10 MB/s unless rates says otherwise), a striped
+// file's reads dealt over its components by their bytes, so the device
+// holding the most heat is hot. The clients follow a committed layout to
+// the new devices and handles.
 func (r *filesRig) poster(addrs func() []string, stop <-chan struct{}) {
 	type ctr struct{ secs, ops, bytes int64 }
 	ctrs := map[string]*ctr{}
@@ -197,22 +254,31 @@ func (r *filesRig) poster(addrs func() []string, stop <-chan struct{}) {
 			continue // a layout between writes: read again next second
 		}
 		for file, l := range ls {
-			i++
-			c := l.Mirrors[0][0]
-			h := c.Handle
-			if h == "" {
-				h = handleOf(file, c.Device)
+			rate := r.rates[file]
+			if rate == 0 {
+				rate = rigRate
 			}
-			k := file + "@" + c.Device
-			x := ctrs[k]
-			if x == nil {
-				x = &ctr{}
-				ctrs[k] = x
-			}
-			x.secs++
-			x.ops += 100
-			x.bytes += 10_000_000
-			reps = append(reps, fmt.Sprintf(`{"ffis_offset":0,"ffis_length":%d,"ffis_stateid":{"seqid":1,"other":"%024x"},
+			comps := l.Mirrors[0]
+			for _, c := range comps {
+				i++
+				h := c.Handle
+				if h == "" {
+					h = handleOf(file, c.Device)
+				}
+				share := rate / int64(len(comps))
+				if c.Bytes > 0 && r.sizes[file] > 0 {
+					share = rate * c.Bytes / r.sizes[file]
+				}
+				k := c.Device + "/" + h
+				x := ctrs[k]
+				if x == nil {
+					x = &ctr{}
+					ctrs[k] = x
+				}
+				x.secs++
+				x.ops += max(1, 100*share/rigRate)
+				x.bytes += share
+				reps = append(reps, fmt.Sprintf(`{"ffis_offset":0,"ffis_length":%d,"ffis_stateid":{"seqid":1,"other":"%024x"},
  "ffis_read":{"ii_count":%d,"ii_bytes":%d},"ffis_write":{"ii_count":0,"ii_bytes":0},"ffis_deviceid":%q,
  "ffis_layoutupdate":{"ffl_addr":{"na_r_netid":"tcp","na_r_addr":"127.0.0.%d.8.1"},"ffl_fhandle":%q,
   "ffl_read":{"ffil_ops_requested":%d,"ffil_bytes_requested":%d,"ffil_ops_completed":%d,"ffil_bytes_completed":%d,"ffil_bytes_not_delivered":0,
@@ -220,8 +286,9 @@ func (r *filesRig) poster(addrs func() []string, stop <-chan struct{}) {
   "ffl_write":{"ffil_ops_requested":0,"ffil_bytes_requested":0,"ffil_ops_completed":0,"ffil_bytes_completed":0,"ffil_bytes_not_delivered":0,
    "ffil_total_busy_time":{"seconds":0,"nseconds":0},"ffil_aggregate_completion_time":{"seconds":0,"nseconds":0}},
   "ffl_duration":{"seconds":%d,"nseconds":0},"ffl_local":false}}`,
-				r.sizes[file], i, x.ops, x.bytes, c.Device, devIndex(r.devs, c.Device)+1, h,
-				x.ops, x.bytes, x.ops, x.bytes, x.secs/2, x.secs/50, x.secs))
+					c.Bytes, i, x.ops, x.bytes, c.Device, devIndex(r.devs, c.Device)+1, h,
+					x.ops, x.bytes, x.ops, x.bytes, x.secs/2, x.secs/50, x.secs))
+			}
 		}
 		body := fmt.Sprintf(`{"client_id":"gpu01","report_time":%q,"reports":[%s]}`, time.Now().UTC().Format(time.RFC3339), strings.Join(reps, ","))
 		for _, a := range addrs() {
@@ -245,48 +312,59 @@ func devIndex(devs []string, id string) int {
 	return -1
 }
 
-// check proves the data safe: every file's bytes on the device its layout
-// names equal the original (sha256), no file is anywhere else (no
-// duplicate left, no part file), and every commit (a generation above 1)
-// was applied by the hook exactly once, and nothing else was. It returns
-// the moves committed.
+// check proves the data safe: every file's logical bytes, read through
+// its committed layout (each component's file on the device it names,
+// a striped mirror dealt back unit by unit), equal the original (sha256);
+// no layout keeps a pending commit or a retired component; nothing else
+// is on any export (no copy left behind, no retired component, no part
+// file); and every commit (a generation above 1) was applied by the hook
+// exactly once, and nothing else was. It returns the commits.
 func (r *filesRig) check(t *testing.T) (commits int) {
 	t.Helper()
 	ls := r.layouts(t)
 	if len(ls) != len(r.sums) {
 		t.Fatalf("layout store holds %d files; want %d", len(ls), len(r.sums))
 	}
-	where := map[string]string{}
+	want := map[string]string{} // device/path → file its layout names it for
 	for f, l := range ls {
-		where[f] = l.Mirrors[0][0].Device
 		commits += int(l.Generation - 1)
-	}
-	for i, dev := range r.devs {
-		root := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", i))
-		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
-			if err != nil || fi.IsDir() {
-				return err
+		if len(l.Pending) > 0 && string(l.Pending) != "null" {
+			t.Errorf("%s keeps a pending commit once quiet: %s", f, l.Pending)
+		}
+		if len(l.Retired) > 0 {
+			t.Errorf("%s keeps %d retired components once quiet (cleanup never removed them)", f, len(l.Retired))
+		}
+		parts := make([][]byte, len(l.Mirrors[0]))
+		for j, c := range l.Mirrors[0] {
+			p := c.Path
+			if p == "" {
+				p = f
 			}
-			rel, _ := filepath.Rel(root, p)
-			if where[rel] != dev {
-				t.Errorf("%s holds %s, but its layout says %q (a copy left behind: lost or duplicated)", dev, rel, where[rel])
-				return nil
-			}
-			b, err := os.ReadFile(p)
+			i := devIndex(r.devs, c.Device)
+			want[fmt.Sprintf("ds%d/%s", i, p)] = f
+			b, err := os.ReadFile(filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", i), p))
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("%s is lost: component %d (%s on %s): %v", f, j, p, c.Device, err)
+				continue
 			}
-			s := sha256.Sum256(b)
-			if hex.EncodeToString(s[:]) != r.sums[rel] {
-				t.Errorf("%s on %s: sha256 %x; want %s", rel, dev, s, r.sums[rel])
-			}
-			delete(where, rel)
-			return nil
-		})
+			parts[j] = b
+		}
+		s := sha256.Sum256(unstripe(parts, l.StripeUnit))
+		if hex.EncodeToString(s[:]) != r.sums[f] {
+			t.Errorf("%s through its layout (generation %d, %d components): sha256 %x; want %s", f, l.Generation, len(parts), s, r.sums[f])
+		}
 	}
-	for f, dev := range where {
-		t.Errorf("%s is lost: its layout says %s, which does not hold it", f, dev)
-	}
+	root := filepath.Join(r.dir, "exports")
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if _, ok := want[rel]; !ok {
+			t.Errorf("%s is on an export, but no layout names it (a copy, retired component or part file left behind)", rel)
+		}
+		return nil
+	})
 	applied := fileLines(filepath.Join(r.dir, "hook-applied.log"))
 	seen := map[string]bool{}
 	for _, l := range applied {
@@ -309,6 +387,25 @@ func (r *filesRig) check(t *testing.T) (commits int) {
 		t.Errorf("the hook applied %s, which the store never committed", k)
 	}
 	return commits
+}
+
+// unstripe deals a mirror's components back into its logical bytes:
+// logical unit u is unit u ÷ W of component u mod W.
+func unstripe(parts [][]byte, unit int64) []byte {
+	if len(parts) == 1 || unit <= 0 {
+		return bytes.Join(parts, nil) // unit unknown: cannot match unless one part
+	}
+	var out []byte
+	offs := make([]int64, len(parts))
+	for u := 0; ; u++ {
+		j := u % len(parts)
+		if offs[j] >= int64(len(parts[j])) {
+			return out
+		}
+		end := min(offs[j]+unit, int64(len(parts[j])))
+		out = append(out, parts[j][offs[j]:end]...)
+		offs[j] = end
+	}
 }
 
 func fileLines(p string) []string {
