@@ -178,7 +178,7 @@ func waitTrigger(t *testing.T, p *mdsProc, kind string, restripes bool) (line st
 			}
 			open := 0
 			for _, m := range ms {
-				if !m.State.Terminal() {
+				if busy(m) {
 					open++
 				}
 			}
@@ -195,7 +195,7 @@ func waitTrigger(t *testing.T, p *mdsProc, kind string, restripes bool) (line st
 			all, _ := allActions(p.addr)
 			var open []string
 			for _, a := range all {
-				if !a.State.Terminal() {
+				if busy(a) {
 					ph := ""
 					if a.Move != nil {
 						ph = string(a.Move.Phase)
@@ -224,7 +224,7 @@ func waitQuiet(t *testing.T, p *mdsProc, within time.Duration) []models.Action {
 		}
 		ms, open := movesOf(all), 0
 		for _, a := range all {
-			if !a.State.Terminal() {
+			if busy(a) {
 				open++
 			}
 		}
@@ -251,6 +251,13 @@ func movesOf(as []models.Action) []models.Action {
 		}
 	}
 	return out
+}
+
+// busy says whether a is still under way: not ended, and not a plan
+// whose moves have all ended and that only waits for its effect (its
+// after-window starts the LAYOUTSTATS hold, 3m45s, past its last commit).
+func busy(a models.Action) bool {
+	return !a.State.Terminal() && a.State != models.ActionVerifying
 }
 
 func allActions(addr string) ([]models.Action, error) { return actionsAt(addr, "") }
