@@ -62,6 +62,7 @@ func TestActionsAPI(t *testing.T) {
 		{"list plans", "GET", "/api/v1/actions?plans=true", "", "", local, 200, `"rebalance:pool:fast:1"`},
 		{"list moves of a plan", "GET", "/api/v1/actions?parent=rebalance:pool:fast:1", "", "", local, 200, `"rebalance:pool:fast:1:m:1"`},
 		{"bad state filter", "GET", "/api/v1/actions?state=sleeping", "", "", local, 400, "not an action state"},
+		{"bad kind filter", "GET", "/api/v1/actions?kind=restripe", "", "", local, 400, "not an action kind (one of [rebalance"},
 		{"show", "GET", "/api/v1/actions/rebalance:pool:fast:1", "", "", local, 200, `"awaiting_approval"`},
 		{"show unknown", "GET", "/api/v1/actions/nope", "", "", local, 404, "no such action"},
 		{"form post refused", "POST", "/api/v1/actions/rebalance:pool:fast:1/approve", "application/x-www-form-urlencoded", "by=x", local, 415, "want application/json"},

@@ -23,6 +23,20 @@ const (
 	ActionNotify            ActionKind = "notify"
 )
 
+// ActionKinds lists every action kind, in the order operators read them.
+var ActionKinds = []ActionKind{ActionRebalance, ActionEvacuateDevice, ActionPromoteSpare, ActionSetReadAhead,
+	ActionMoveStripe, ActionRestripeFile, ActionThrottleMigration, ActionNotify}
+
+// Valid reports whether k is one of ActionKinds.
+func (k ActionKind) Valid() bool {
+	for _, v := range ActionKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
 // ActionMode is how an actuator treats the actions of one kind.
 type ActionMode string
 

@@ -244,6 +244,9 @@ func ParseActionFilter(get func(string) string) (ActionFilter, error) {
 	if f.State != "" && !f.State.Valid() {
 		return f, fmt.Errorf("state=%q: not an action state", f.State)
 	}
+	if f.Kind != "" && !f.Kind.Valid() {
+		return f, fmt.Errorf("kind=%q: not an action kind (one of %v)", f.Kind, models.ActionKinds)
+	}
 	switch p := strings.ToLower(get("plans")); p {
 	case "", "false", "0":
 	case "true", "1":
