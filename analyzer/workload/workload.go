@@ -14,7 +14,9 @@
 // ConfirmWindows windows spanning at least MinDwell, in each of which the
 // old class has lost its support (scores below MinScore − Hysteresis), and
 // checkpoint windows never count towards a shift (a checkpoint is a burst
-// inside a training job, not a new workload).
+// inside a training job, not a new workload). A window in which the group
+// saw a storage fault (Window.StorageFault) keeps the confirmed class and
+// restarts the count: a stall on a lost server is not a phase.
 package workload
 
 import (
@@ -75,6 +77,11 @@ type Window struct {
 	// the window (mountstats READ execute time ÷ window length, Little's
 	// law); 0 or NaN when unknown.
 	ReadInFlight float64
+	// StorageFault says the group saw a storage fault at some point in
+	// the window (a data server it reads from down, I/O errors in its
+	// LAYOUTSTATS): its I/O then shows what the fault left of its demand,
+	// not its workload, and the window holds the confirmed class.
+	StorageFault bool
 }
 
 // Features are the numbers a label is computed from.
@@ -106,6 +113,9 @@ type Label struct {
 	Score      float64
 	Scores     map[Class]float64
 	Features   Features
+	// Held is set when the window saw a storage fault and Class is the
+	// group's confirmed class, not what the window's I/O scored.
+	Held bool
 }
 
 // Options tune the classifier. Zero values take the defaults in brackets.
@@ -339,6 +349,9 @@ func (l Label) Evidence() []models.Evidence {
 	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
 	add("bytes_per_second", f.BytesPerSecond, "B/s", "")
 	add("read_in_flight", f.ReadInFlight, "", "mean READ requests outstanding")
+	if l.Held {
+		ev = append(ev, models.Evidence{Name: "storage_fault", Value: 1, Note: "a storage fault in the window: class held from the confirmed phase"})
+	}
 	explain := l.Class
 	if explain == Mixed {
 		best := 0.0
@@ -455,6 +468,19 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 		return Label{}, fmt.Errorf("cannot classify window of %q: it starts at %s, before the previous window ended at %s", w.Subject, w.Start.Format(time.RFC3339), g.last.End.Format(time.RFC3339))
 	}
 	l := Classify(w, c.opts)
+	if w.StorageFault {
+		// A client whose reads fail or hang on a lost server stalls (and
+		// with it every rank that waits on it): its counters show the
+		// fault, not a new phase. The window keeps the confirmed class and
+		// breaks any candidate, so a shift needs ConfirmWindows windows
+		// wholly after the fault.
+		g.cand, g.candCount, g.rise = "", 0, nil
+		if g.stable != "" {
+			l.Class, l.Score, l.Held = g.stable, l.Scores[g.stable], true
+		}
+		g.last = l
+		return l, nil
+	}
 	g.last = l
 	if l.Class == Idle {
 		return l, nil

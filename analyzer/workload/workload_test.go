@@ -398,3 +398,58 @@ func TestLoaderWithLargeReadAheadOnGPUNode(t *testing.T) {
 		t.Errorf("CPU node: got %s (scores %v); want analytics-scan", l.Class, l.Scores)
 	}
 }
+
+// TestStorageFaultHoldsTheClass: a training job whose reads stall on a
+// lost data server for fifteen minutes reads a trickle in small requests,
+// which alone scores as another class for longer than MinDwell. Windows
+// the stage marks as under a storage fault keep the confirmed class and
+// are no shift; once the fault has cleared, a real change still is one,
+// counted from the first window after the fault.
+func TestStorageFaultHoldsTheClass(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectJob, ID: "train"}
+	stall := func(i int) Window { return minuteWindow(s, i, 2e7, 16*1024, 4, 0, 0) }
+	build := func(fault bool) []Window {
+		var ws []Window
+		for i := range 60 {
+			switch {
+			case i >= 10 && i < 25:
+				w := stall(i)
+				w.StorageFault = fault
+				ws = append(ws, w)
+			case i >= 40:
+				ws = append(ws, minuteWindow(s, i, 3e9, 64*1024, 16, 0, 0)) // inference
+			default:
+				ws = append(ws, minuteWindow(s, i, 3e9, 256*1024, 1, 0, 0)) // training
+			}
+		}
+		return ws
+	}
+	if l := Classify(stall(10), Options{}); l.Class == TrainingRead || l.Class == Idle {
+		t.Fatalf("stalled window labelled %s; the test wants it labelled as another class", l.Class)
+	}
+	if got := shiftsOf(t, build(false)); len(got) < 2 {
+		t.Fatalf("without the fault mark got %d shifts; the test wants the stall to read as a shift", len(got))
+	}
+	c, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shifts []models.Finding
+	for i, w := range build(true) {
+		l, err := c.Observe(w.End, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i >= 10 && i < 25 && (l.Class != TrainingRead || !l.Held) {
+			t.Errorf("window %d under the fault labelled %s (held %v); want training-read held", i, l.Class, l.Held)
+		}
+		for _, f := range c.Findings(w.End) {
+			if f.Kind == KindShift {
+				shifts = append(shifts, f)
+			}
+		}
+	}
+	if len(shifts) != 1 || !shifts[0].Start.Equal(t0.Add(40*time.Minute)) || shifts[0].Summary != "job train changed from training-read to inference" {
+		t.Fatalf("got shifts %+v; want one, training-read to inference from minute 40", shifts)
+	}
+}

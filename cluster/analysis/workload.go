@@ -21,6 +21,9 @@ type WindowLabel struct {
 	End     time.Time      `json:"end"`
 	Class   string         `json:"class"`
 	Score   float64        `json:"score"`
+	// Held is set when a storage fault in the window kept the group's
+	// confirmed class (workload.Label.Held).
+	Held bool `json:"held,omitempty"`
 }
 
 // mountQuery reads the NFS client counters a window needs, from every
@@ -58,6 +61,9 @@ type wlGroup struct {
 	winStart  time.Time
 	sum       counters
 	bandwidth []float64
+	// fault is set when the group saw a storage fault at any tick of the
+	// window so far (storageFaults)
+	fault bool
 }
 
 // workloadStage cuts each client group's mountstats counters into windows
@@ -136,6 +142,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			gpuNode[g] = true
 		}
 	}
+	faulted := storageFaults(w.a.stripes.tick, w.a.ids.AgentDown, nodeGroups(series, gpuSeries))
 	subs := make([]models.Subject, 0, len(cur))
 	for g := range cur {
 		subs = append(subs, g)
@@ -153,6 +160,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			g.bandwidth = append(g.bandwidth, (d.read+d.write)/dt)
 		}
 		g.sum.add(d)
+		g.fault = g.fault || faulted[s]
 		g.prev, g.prevT = c, now
 		if now.Sub(g.winStart) < w.a.opts.WorkloadWindow {
 			continue
@@ -161,7 +169,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			Subject: s, Start: g.winStart, End: now,
 			ReadBytes: g.sum.read, WriteBytes: g.sum.write, ReadOps: g.sum.readOps, WriteOps: g.sum.writeOps,
 			Sequential: math.NaN(), ReadAmplification: math.NaN(), Bandwidth: g.bandwidth,
-			GPUNode: gpuNode[s],
+			GPUNode: gpuNode[s], StorageFault: g.fault,
 		}
 		if g.sum.read > 0 {
 			win.ReadAmplification = g.sum.serverRead / g.sum.read
@@ -177,11 +185,49 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			return nil, err
 		}
 		w.mu.Lock()
-		w.labels = append(w.labels, WindowLabel{Subject: s, Start: win.Start, End: win.End, Class: string(l.Class), Score: math.Round(l.Score*1000) / 1000})
+		w.labels = append(w.labels, WindowLabel{Subject: s, Start: win.Start, End: win.End, Class: string(l.Class), Score: math.Round(l.Score*1000) / 1000, Held: l.Held})
 		w.mu.Unlock()
-		g.winStart, g.sum, g.bandwidth = now, counters{}, nil
+		g.winStart, g.sum, g.bandwidth, g.fault = now, counters{}, nil, false
 	}
 	return w.cl.Findings(now), nil
+}
+
+// nodeGroups maps each node named in series to its group.
+func nodeGroups(series ...[]storage.Series) map[string]models.Subject {
+	out := map[string]models.Subject{}
+	for _, ss := range series {
+		for i := range ss {
+			if n := ss[i].Label("node"); n != "" {
+				if g, ok := groupOf(&ss[i]); ok {
+					out[n] = g
+				}
+			}
+		}
+	}
+	return out
+}
+
+// storageFaults returns the groups whose clients see a storage fault in
+// this tick's LAYOUTSTATS: bytes not delivered on any of their streams
+// (I/O errors, NXIO from a lost data server), or a stream on a data
+// server whose agent failed its last scrape. A client's own streams are
+// enough for its group: the ranks of a job wait on the one whose batch
+// hangs.
+func storageFaults(tick []models.StripeDelta, agentDown func(string) (bool, bool), groups map[string]models.Subject) map[models.Subject]bool {
+	out := map[models.Subject]bool{}
+	for i := range tick {
+		d := &tick[i]
+		g, ok := groups[d.Client]
+		if !ok {
+			g = models.Subject{Kind: models.SubjectClient, ID: d.Client}
+		}
+		if out[g] {
+			continue
+		}
+		down, known := agentDown(d.DS)
+		out[g] = d.Read.BytesNotDelivered > 0 || d.Write.BytesNotDelivered > 0 || (known && down)
+	}
+	return out
 }
 
 func (w *workloadStage) labelsCopy() []WindowLabel {
