@@ -475,21 +475,33 @@ func (d *Driver) Copy(ctx context.Context, r actuator.CopyRequest) (actuator.Pro
 		if err != nil {
 			return actuator.Progress{Bytes: off + done}, fmt.Errorf("cannot copy %s to %s: %w", src, part, err)
 		}
-		if r.RateLimit > 0 {
-			due := start.Add(time.Duration(float64(done) / r.RateLimit * float64(time.Second)))
-			if wait := time.Until(due); wait > 0 {
-				select {
-				case <-ctx.Done():
-					return actuator.Progress{Bytes: off + done}, ctx.Err()
-				case <-time.After(wait):
-				}
-			}
+		if err := pace(ctx, start, done, r.RateLimit); err != nil {
+			return actuator.Progress{Bytes: off + done}, err
 		}
 	}
 	if err := d.placePart(out, part, dst, epoch); err != nil {
 		return actuator.Progress{}, err
 	}
 	return actuator.Progress{Done: true, Bytes: size}, nil
+}
+
+// pace waits until done bytes since start are no faster than rate bytes
+// per second (no wait when rate ≤ 0); it returns ctx's error if ctx ends
+// first.
+func pace(ctx context.Context, start time.Time, done int64, rate float64) error {
+	if rate <= 0 {
+		return nil
+	}
+	wait := time.Until(start.Add(time.Duration(float64(done) / rate * float64(time.Second))))
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
 }
 
 // placePart puts a finished part file in place: fsynced, closed, renamed

@@ -254,16 +254,9 @@ func (d *Driver) CopyRestripe(ctx context.Context, r actuator.CopyRequest) (actu
 			}
 			off += n
 			done += n
-			if r.RateLimit > 0 {
-				due := start.Add(time.Duration(float64(done) / r.RateLimit * float64(time.Second)))
-				if wait := time.Until(due); wait > 0 {
-					select {
-					case <-ctx.Done():
-						out.Close()
-						return actuator.Progress{Bytes: copied + off}, ctx.Err()
-					case <-time.After(wait):
-					}
-				}
+			if err := pace(ctx, start, done, r.RateLimit); err != nil {
+				out.Close()
+				return actuator.Progress{Bytes: copied + off}, err
 			}
 		}
 		if err := d.placePart(out, part, dst, epoch); err != nil {
