@@ -96,6 +96,13 @@ for m in utilization_ratio sm_active_ratio tensor_active_ratio power_watts tempe
   q "max_over_time(ballast_gpu_${m}[$w])"
 done
 q "increase(ballast_gpu_energy_joules_total[$w])"
+echo "== the agent's own footprint on the GPU node (scraped from it)"
+q 'process_resident_memory_bytes{node="gpu-e2e"}'
+q "increase(process_cpu_seconds_total{node=\"gpu-e2e\"}[$w])"
+q 'ballast_collector_duration_seconds{node="gpu-e2e",collector="dcgm"}'
+echo "== what the mds's analysis made of it (findings over the run)"
+curl -fsS "$api/api/v1/findings" | head -c 4000
+echo
 echo "== mds log (warnings and errors)"
 grep -E 'level=(WARN|ERROR)' "$work/mds.log" | head -20
 echo "== agent log"
