@@ -294,3 +294,19 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDatasets(t *testing.T) {
+	if sel, err := parseDatasets(""); err != nil || sel != nil {
+		t.Fatalf("parseDatasets(\"\") = %v, %v; want nil, nil", sel, err)
+	}
+	sel, err := parseDatasets("1M, 10k")
+	if err != nil || len(sel) != 2 || !sel[0] || !sel[1] {
+		t.Fatalf("parseDatasets(\"1M, 10k\") = %v, %v; want both", sel, err)
+	}
+	if sel, err := parseDatasets("1M"); err != nil || len(sel) != 1 || !sel[1] || datasets(false, time.Now())[1].Series != 1_000_000 {
+		t.Fatalf("parseDatasets(\"1M\") = %v, %v; want the 1M-series dataset only", sel, err)
+	}
+	if _, err := parseDatasets("100k"); err == nil || !strings.Contains(err.Error(), `"100k"`) {
+		t.Fatalf("parseDatasets(\"100k\") error = %v; want one naming 100k", err)
+	}
+}

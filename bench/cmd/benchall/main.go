@@ -46,7 +46,27 @@ var (
 	totalTimeout = flag.Duration("timeout", 30*time.Minute, "abort the whole run after this long")
 	only         = flag.String("only", "", "comma-separated subset to run, for diagnosis: raw, ballast-import, ballast-rw, vm-import, vm-rw, query (default: all)")
 	cpuProfile   = flag.String("cpuprofile", "", "write a CPU profile of this process (raw AddRows, rendering, the client) to this file")
+	datasetsFlag = flag.String("datasets", "", "comma-separated ingest datasets to run, for diagnosis: 10k, 1M (default: both)")
 )
+
+// datasetNames maps -datasets names to the index of the dataset in datasets().
+var datasetNames = map[string]int{"10k": 0, "1M": 1}
+
+// parseDatasets returns the selected dataset indexes; nil means all.
+func parseDatasets(s string) (map[int]bool, error) {
+	if s == "" {
+		return nil, nil
+	}
+	sel := map[int]bool{}
+	for _, n := range strings.Split(s, ",") {
+		i, ok := datasetNames[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("flag -datasets: %q is not one of 10k, 1M", n)
+		}
+		sel[i] = true
+	}
+	return sel, nil
+}
 
 // onlyNames maps -only names to the paths they select.
 var onlyNames = map[string]string{
@@ -75,7 +95,7 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run ./bench/cmd/benchall -ballast bin/ballast [-out BENCHMARKS.md] [-quick] [-vm PATH]\n\n"+
 			"Benchmarks ballast's ingest and query paths against raw VictoriaMetrics lib/storage and\n"+
 			"VictoriaMetrics single-node, and rewrites the foundation section of -out.\n\nFlags:\n")
-		for _, name := range []string{"ballast", "out", "quick", "vm", "writers", "query-requests", "timeout", "only", "cpuprofile"} {
+		for _, name := range []string{"ballast", "out", "quick", "vm", "writers", "query-requests", "timeout", "only", "datasets", "cpuprofile"} {
 			f := flag.Lookup(name)
 			fmt.Fprintf(flag.CommandLine.Output(), "  -%s\n    \t%s (default %q)\n", f.Name, f.Usage, f.DefValue)
 		}
@@ -96,6 +116,10 @@ func run() (err error) {
 		return fmt.Errorf("flags -writers %d and -query-requests %d must be at least 1", *writers, *queryN)
 	}
 	sel, err := parseOnly(*only)
+	if err != nil {
+		return err
+	}
+	dsel, err := parseDatasets(*datasetsFlag)
 	if err != nil {
 		return err
 	}
@@ -146,6 +170,7 @@ func run() (err error) {
 	h := &harness{ballast: bin, tmp: tmp, writers: *writers, client: newClient(*writers), only: sel}
 	rep := &report{
 		Only:    *only,
+		Sets:    *datasetsFlag,
 		Command: commandLine(),
 		Started: time.Now().UTC(),
 		Machine: readMachine(),
@@ -174,7 +199,10 @@ func run() (err error) {
 	}
 
 	sets := datasets(*quick, time.Now())
-	for _, d := range sets {
+	for i, d := range sets {
+		if dsel != nil && !dsel[i] {
+			continue
+		}
 		rep.Datasets = append(rep.Datasets, h.runDataset(ctx, d))
 		if ctx.Err() != nil {
 			break
