@@ -54,18 +54,7 @@ var datasetNames = map[string]int{"10k": 0, "1M": 1}
 
 // parseDatasets returns the selected dataset indexes; nil means all.
 func parseDatasets(s string) (map[int]bool, error) {
-	if s == "" {
-		return nil, nil
-	}
-	sel := map[int]bool{}
-	for _, n := range strings.Split(s, ",") {
-		i, ok := datasetNames[strings.TrimSpace(n)]
-		if !ok {
-			return nil, fmt.Errorf("flag -datasets: %q is not one of 10k, 1M", n)
-		}
-		sel[i] = true
-	}
-	return sel, nil
+	return parseSelection("datasets", s, datasetNames, "10k, 1M")
 }
 
 // onlyNames maps -only names to the paths they select.
@@ -76,16 +65,22 @@ var onlyNames = map[string]string{
 
 // parseOnly returns the selected paths; nil means all.
 func parseOnly(s string) (map[string]bool, error) {
+	return parseSelection("only", s, onlyNames, "raw, ballast-import, ballast-rw, vm-import, vm-rw, query")
+}
+
+// parseSelection parses the comma-separated names given to flag -name
+// into what names maps them to; "" selects everything (nil).
+func parseSelection[T comparable](name, s string, names map[string]T, valid string) (map[T]bool, error) {
 	if s == "" {
 		return nil, nil
 	}
-	sel := map[string]bool{}
+	sel := map[T]bool{}
 	for _, n := range strings.Split(s, ",") {
-		p, ok := onlyNames[strings.TrimSpace(n)]
+		v, ok := names[strings.TrimSpace(n)]
 		if !ok {
-			return nil, fmt.Errorf("flag -only: %q is not one of raw, ballast-import, ballast-rw, vm-import, vm-rw, query", n)
+			return nil, fmt.Errorf("flag -%s: %q is not one of %s", name, n, valid)
 		}
-		sel[p] = true
+		sel[v] = true
 	}
 	return sel, nil
 }
