@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -308,5 +313,37 @@ func TestParseDatasets(t *testing.T) {
 	}
 	if _, err := parseDatasets("100k"); err == nil || !strings.Contains(err.Error(), `"100k"`) {
 		t.Fatalf("parseDatasets(\"100k\") error = %v; want one naming 100k", err)
+	}
+}
+
+// TestPushAllResendsThrottled: a body answered 429 is sent again after
+// Retry-After and counted; a 400 still stops the push.
+func TestPushAllResendsThrottled(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[string(b)]++
+		n := seen[string(b)]
+		mu.Unlock()
+		switch {
+		case string(b) == "bad":
+			w.WriteHeader(http.StatusBadRequest)
+		case n == 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer srv.Close()
+	c := newClient(2)
+	acked, _, throttled, err := pushAll(context.Background(), c, srv.URL, nil, [][]byte{[]byte("a"), []byte("b"), []byte("c")}, []int{1, 2, 3}, 2)
+	if err != nil || acked != 6 || throttled != 3 {
+		t.Fatalf("pushAll = %d acked, %d throttled, %v; want 6, 3, nil", acked, throttled, err)
+	}
+	if _, _, _, err := pushAll(context.Background(), c, srv.URL, nil, [][]byte{[]byte("bad")}, []int{1}, 1); err == nil || !strings.Contains(err.Error(), "status 400") {
+		t.Fatalf("pushAll of a bad body: %v; want status 400", err)
 	}
 }

@@ -51,7 +51,7 @@ func newClient(conns int) *http.Client {
 }
 
 // post sends one body and drains the answer; any status but 204 is an
-// error quoting the server's message.
+// error quoting the server's message, a *throttledError for 429.
 func post(ctx context.Context, c *http.Client, u string, hdr map[string]string, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
@@ -67,19 +67,52 @@ func post(ctx context.Context, c *http.Client, u string, hdr map[string]string, 
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("POST %s: status %d: %s", u, resp.StatusCode, bytes.TrimSpace(msg))
+		err := fmt.Errorf("POST %s: status %d: %s", u, resp.StatusCode, bytes.TrimSpace(msg))
+		if resp.StatusCode == http.StatusTooManyRequests {
+			return &throttledError{err: err, retryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+		}
+		return err
 	}
 	return nil
 }
 
+// throttledError is a 429 answer: the server refused the body for load,
+// stored nothing of it, and asks for it again after retryAfter.
+type throttledError struct {
+	err        error
+	retryAfter time.Duration
+}
+
+func (e *throttledError) Error() string { return e.err.Error() }
+
+// retryAfter reads a Retry-After header in seconds: 1 s when absent or
+// not a number, at most maxRetryAfter.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(h)
+	if err != nil || n < 1 {
+		return time.Second
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
+}
+
+const (
+	// maxRetryAfter bounds one wait after a 429.
+	maxRetryAfter = 10 * time.Second
+	// maxThrottled bounds the 429s one body may get before the push fails.
+	maxThrottled = 30
+)
+
 // pushAll sends every body from `workers` goroutines over keep-alive
-// connections and returns the samples acknowledged and the wall time from
-// the first send to the last acknowledgement. The first error stops all
-// workers.
-func pushAll(ctx context.Context, c *http.Client, u string, hdr map[string]string, bodies [][]byte, samples []int, workers int) (int, time.Duration, error) {
+// connections and returns the samples acknowledged, the wall time from
+// the first send to the last acknowledgement and how many answers were
+// 429. A body answered 429 (nothing of it stored) is sent again after the
+// server's Retry-After, as Prometheus' remote-write client does, at most
+// maxThrottled times; the waits are in the time. Any other error stops
+// all workers.
+func pushAll(ctx context.Context, c *http.Client, u string, hdr map[string]string, bodies [][]byte, samples []int, workers int) (int, time.Duration, int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var next, acked atomic.Int64
+	var next, acked, throttled atomic.Int64
 	var once sync.Once
 	var firstErr error
 	var wg sync.WaitGroup
@@ -91,7 +124,17 @@ func pushAll(ctx context.Context, c *http.Client, u string, hdr map[string]strin
 				if k >= len(bodies) {
 					return
 				}
-				if err := post(ctx, c, u, hdr, bodies[k]); err != nil {
+				err := post(ctx, c, u, hdr, bodies[k])
+				var te *throttledError
+				for tries := 1; errors.As(err, &te) && tries <= maxThrottled; tries++ {
+					throttled.Add(1)
+					select {
+					case <-ctx.Done():
+					case <-time.After(te.retryAfter):
+						err = post(ctx, c, u, hdr, bodies[k])
+					}
+				}
+				if err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("body %d: %w", k, err); cancel() })
 					return
 				}
@@ -104,7 +147,15 @@ func pushAll(ctx context.Context, c *http.Client, u string, hdr map[string]strin
 	if firstErr == nil && ctx.Err() != nil {
 		firstErr = ctx.Err()
 	}
-	return int(acked.Load()), elapsed, firstErr
+	return int(acked.Load()), elapsed, int(throttled.Load()), firstErr
+}
+
+// throttledNote says how many bodies were answered 429 and sent again.
+func throttledNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d answers were 429 (overloaded: nothing stored, Retry-After); those bodies were sent again, as Prometheus does, and the waits are in the time", n)
 }
 
 // promResponse is the Prometheus HTTP API envelope.

@@ -61,7 +61,7 @@ func BenchmarkMDSIngest(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			total := 0
 			for b.Loop() {
-				n, _, err := pushAll(context.Background(), c, base+tc.path, tc.hdr, tc.bodies, samples, 2)
+				n, _, _, err := pushAll(context.Background(), c, base+tc.path, tc.hdr, tc.bodies, samples, 2)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -139,7 +139,9 @@ func (h *harness) runHTTP(ctx context.Context, sys system, f format, d *dataset,
 	res.Note = note
 	u := srv.base + f.Path
 	cpu0, cerr := srv.cpuTime()
-	res.Acked, res.Elapsed, err = pushAll(ctx, h.client, u, hdr, bodies, samples, h.writers)
+	var throttled int
+	res.Acked, res.Elapsed, throttled, err = pushAll(ctx, h.client, u, hdr, bodies, samples, h.writers)
+	res.Note = joinNote(res.Note, throttledNote(throttled))
 	if cpu1, cerr2 := srv.cpuTime(); cerr == nil && cerr2 == nil {
 		res.CPU = cpu1 - cpu0
 	}
@@ -194,8 +196,8 @@ func (h *harness) probe(ctx context.Context, srv *server, f format, d *dataset) 
 }
 
 func joinNote(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }
@@ -298,7 +300,9 @@ func (h *harness) loadForQueries(ctx context.Context, sys system, d *dataset, bo
 		}
 		os.RemoveAll(dir)
 	}
-	res.Acked, res.Elapsed, err = pushAll(ctx, h.client, srv.base+formatImport.Path, formatImport.Headers, bodies, samples, h.writers)
+	var throttled int
+	res.Acked, res.Elapsed, throttled, err = pushAll(ctx, h.client, srv.base+formatImport.Path, formatImport.Headers, bodies, samples, h.writers)
+	res.Note = joinNote(res.Note, throttledNote(throttled))
 	if err != nil {
 		res.Err = err
 		return res, srv, cleanup
