@@ -13,8 +13,17 @@
 # the -dev package or a symlink to libdcgm.so.N. Without DCGM the collector
 # falls back to NVML: go-nvml dlopen()s the driver's libnvidia-ml.so.1 and
 # gives the device fields (utilisation, memory, power, energy, temperatures,
-# clocks, ECC, remapped rows, PCIe replays) but no profiling fields and no
-# XID; those are reported as ballast_collector_field_unavailable.
+# clocks, ECC, remapped rows, PCIe replays) but no profiling fields, which
+# are reported as ballast_collector_field_unavailable. XIDs come from NVML's
+# XID events: the check prints "== XID GPU n: watched; last XID x, n XIDs"
+# per GPU, or "unavailable" and the logged NVML error where the driver
+# refused the registration, and fails when a GPU has neither.
+#
+# To see an XID go through, name a command that provokes one (an
+# application XID: the GPU stays healthy): the check runs it and fails
+# unless a GPU's XID count rises within 15 s. bench/gpu-xid.py needs
+# PyTorch with CUDA (Triton for its first try):
+#   BALLAST_GPU_CHECK_XID_CMD="python3 bench/gpu-xid.py" bench/gpu-check.sh
 #
 # To run on a machine without Go, build the test binary where Go is and
 # name it in BALLAST_GPU_CHECK_BIN:

@@ -33,6 +33,10 @@ type gpuInfo struct {
 type gpuReading struct {
 	GPU    gpuInfo
 	Fields map[string]float64
+	// XIDEvents counts the XID errors seen since the agent started, where
+	// the source sees each one (NVML's events); nil elsewhere (DCGM and
+	// dcgm-exporter give only the last XID).
+	XIDEvents *float64
 }
 
 // gpuSource reads all GPUs once. skipped names fields the source cannot
@@ -109,6 +113,9 @@ func gpuSamples(rs []gpuReading) []Sample {
 				v *= f.Scale
 			}
 			out = append(out, Sample{f.Metric, l, v})
+		}
+		if r.XIDEvents != nil {
+			out = append(out, Sample{models.MetricGPUXIDErrors, []string{g.Index, g.UUID, g.Model}, *r.XIDEvents})
 		}
 	}
 	return out
@@ -342,7 +349,7 @@ func newDCGMCollector(opts Options, log *onceLogger) (Collector, error) {
 		// A named host engine is a request for DCGM: no silent fallback.
 		return &dcgmCollector{src: newLibDCGMSource(opts.DCGMHostEngine), log: log}, nil
 	}
-	src := &fallbackSource{srcs: []gpuSource{newLibDCGMSource(""), newNVMLSource()}, log: log}
+	src := &fallbackSource{srcs: []gpuSource{newLibDCGMSource(""), newNVMLSource(log)}, log: log}
 	return &dcgmCollector{src: src, log: log}, nil
 }
 

@@ -5,6 +5,7 @@ package collector
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -17,19 +18,27 @@ import (
 // dlopen()s the driver's libnvidia-ml.so.1 at run time: the fallback of
 // the dcgm collector on hosts with the NVIDIA driver but no DCGM. Its
 // readings carry DCGM field names and DCGM's units, so dcgmFields maps
-// them unchanged. NVML has no profiling counters and reports XID errors
-// only as events, so those fields are skipped with the reason. As with
+// them unchanged. NVML has no profiling counters, so those fields are
+// skipped with the reason. It has no "last XID" to read either, only XID
+// events: an xidWatcher goroutine, started on the first read and stopped
+// by Close, waits for them and fills DCGM_FI_DEV_XID_ERRORS and the XID
+// count (a GPU whose registration for the events failed has the field
+// skipped with NVML's error). As with
 // go-dcgm, nothing in go-nvml is called before Init succeeded: its C
 // symbols resolve against the library loaded at run time.
 type nvmlSource struct {
 	lib nvml.Interface
+	log *onceLogger // may be nil (tests)
 
-	mu      sync.Mutex
-	up      bool
-	missing map[string]bool // NVML functions this driver lacks, found at Init
+	mu       sync.Mutex
+	up       bool
+	missing  map[string]bool // NVML functions this driver lacks, found at Init
+	xid      *xidWatcher     // nil until started, or when no GPU could be registered
+	xidWhy   []string        // by GPU index: why its XIDs are not watched ("" when they are)
+	xidTried bool
 }
 
-func newNVMLSource() gpuSource { return &nvmlSource{lib: nvml.New()} }
+func newNVMLSource(log *onceLogger) gpuSource { return &nvmlSource{lib: nvml.New(), log: log} }
 
 // nvmlSkipped are the dcgmFields NVML cannot give, with the reason.
 func nvmlSkipped() map[string]string {
@@ -39,7 +48,6 @@ func nvmlSkipped() map[string]string {
 			skipped[f.Field] = "NVML has no profiling counters; install DCGM"
 		}
 	}
-	skipped["DCGM_FI_DEV_XID_ERRORS"] = "NVML reports XID errors only as events; install DCGM"
 	return skipped
 }
 
@@ -221,11 +229,13 @@ func (s *nvmlSource) init() error {
 	s.up = true
 	s.missing = map[string]bool{}
 	ext := s.lib.Extensions()
+	syms := append([]string{"nvmlDeviceGetMemoryInfo_v2"}, xidSymbols...)
 	for _, rd := range nvmlReads {
-		for _, sym := range []string{rd.symbol, "nvmlDeviceGetMemoryInfo_v2"} {
-			if ext.LookupSymbol(sym) != nil {
-				s.missing[sym] = true
-			}
+		syms = append(syms, rd.symbol)
+	}
+	for _, sym := range syms {
+		if ext.LookupSymbol(sym) != nil {
+			s.missing[sym] = true
 		}
 	}
 	return nil
@@ -250,22 +260,49 @@ func (s *nvmlSource) Read(ctx context.Context) ([]gpuReading, map[string]string,
 	}
 	has := func(sym string) bool { return !s.missing[sym] }
 	skipped := nvmlSkipped()
-	var out []gpuReading
-	for i := 0; i < n; i++ {
-		if ctx.Err() != nil {
-			return out, skipped, ctx.Err()
-		}
+	devs := make([]nvml.Device, n)
+	for i := range devs {
 		d, ret := s.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return out, skipped, fmt.Errorf("cannot open GPU %d through NVML: %v", i, ret)
+			return nil, skipped, fmt.Errorf("cannot open GPU %d through NVML: %v", i, ret)
+		}
+		devs[i] = d
+	}
+	if !s.xidTried {
+		s.xidTried = true
+		s.xid, s.xidWhy = startXIDWatcher(s.lib, devs, has, s.log)
+	}
+	var out []gpuReading
+	for i, d := range devs {
+		if ctx.Err() != nil {
+			return out, skipped, ctx.Err()
 		}
 		r, err := nvmlReading(i, d, driver, has, skipped)
 		if err != nil {
 			return out, skipped, err
 		}
+		s.readXID(i, &r, skipped)
 		out = append(out, r)
 	}
 	return out, skipped, nil
+}
+
+// readXID fills GPU i's last XID and XID count from the watcher, or
+// skips the field with the reason its XIDs are not watched.
+func (s *nvmlSource) readXID(i int, r *gpuReading, skipped map[string]string) {
+	if s.xid != nil {
+		if last, count, ok := s.xid.read(i); ok {
+			r.Fields[xidField] = float64(last)
+			c := float64(count)
+			r.XIDEvents = &c
+			return
+		}
+	}
+	if i < len(s.xidWhy) && s.xidWhy[i] != "" {
+		skipped[xidField] = s.xidWhy[i]
+		return
+	}
+	skipped[xidField] = fmt.Sprintf("GPU %d appeared after NVML XID events were registered; restart the agent to watch it", i)
 }
 
 func (s *nvmlSource) Name() string { return "nvml" }
@@ -277,8 +314,13 @@ func (s *nvmlSource) Close() error {
 		return nil
 	}
 	s.up = false
-	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
-		return fmt.Errorf("cannot shut NVML down: %v", ret)
+	var err error
+	if s.xid != nil {
+		err = s.xid.Close() // before Shutdown: the goroutine calls into NVML
 	}
-	return nil
+	s.xid, s.xidWhy, s.xidTried = nil, nil, false
+	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS {
+		return errors.Join(err, fmt.Errorf("cannot shut NVML down: %v", ret))
+	}
+	return err
 }

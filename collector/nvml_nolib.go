@@ -11,7 +11,7 @@ import (
 // go-nvml cannot be compiled.
 type noNVMLSource struct{}
 
-func newNVMLSource() gpuSource { return noNVMLSource{} }
+func newNVMLSource(*onceLogger) gpuSource { return noNVMLSource{} }
 
 func (noNVMLSource) Read(context.Context) ([]gpuReading, map[string]string, error) {
 	return nil, nil, fmt.Errorf("cannot use NVML in a build without cgo: %w", ErrNotApplicable)

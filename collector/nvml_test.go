@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -85,6 +86,7 @@ func mockGPU(i int, ecc, memTemp bool) *mock.Device {
 		},
 		GetRemappedRowsFunc:      func() (int, int, bool, bool, nvml.Return) { return 3, 1, false, true, nvml.SUCCESS },
 		GetPcieReplayCounterFunc: func() (int, nvml.Return) { return 12, nvml.SUCCESS },
+		RegisterEventsFunc:       func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS },
 	}
 }
 
@@ -100,6 +102,16 @@ func mockNVML(devs []*mock.Device, missing ...string) *mock.Interface {
 				return nil, nvml.ERROR_INVALID_ARGUMENT
 			}
 			return devs[i], nvml.SUCCESS
+		},
+		EventSetCreateFunc: func() (nvml.EventSet, nvml.Return) {
+			// No XID ever comes: each wait times out (after a token pause).
+			return &mock.EventSet{
+				WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
+					time.Sleep(time.Millisecond)
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				},
+				FreeFunc: func() nvml.Return { return nvml.SUCCESS },
+			}, nvml.SUCCESS
 		},
 		ExtensionsFunc: func() nvml.ExtendedInterface {
 			return &mock.ExtendedInterface{LookupSymbolFunc: func(s string) error {
@@ -154,6 +166,9 @@ func TestNVMLReadingMapsUnits(t *testing.T) {
 		models.MetricGPURemappedRows + "/uncorrectable":     1,
 		models.MetricGPURowRemapFailure + "/NVIDIA H200":    1,
 		models.MetricGPUPCIeReplays + "/NVIDIA H200":        12,
+		// No XID event came: the last XID is 0, as DCGM reports it.
+		models.MetricGPULastXID + "/NVIDIA H200":   0,
+		models.MetricGPUXIDErrors + "/NVIDIA H200": 0,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("GPU 0 series:\ngot  %v\nwant %v", got, want)
@@ -193,6 +208,7 @@ func TestNVMLOldDriver(t *testing.T) {
 	dev := mockGPU(0, true, true)
 	dev.GetRemappedRowsFunc = nil // a call would panic
 	src := &nvmlSource{lib: mockNVML([]*mock.Device{dev}, "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetRemappedRows")}
+	t.Cleanup(func() { src.Close() }) // stops the XID watcher
 	rs, skipped, err := src.Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +241,9 @@ func TestNVMLErrors(t *testing.T) {
 	}
 	dev := mockGPU(0, true, true)
 	dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
-	_, _, err := (&nvmlSource{lib: mockNVML([]*mock.Device{dev})}).Read(context.Background())
+	lost := &nvmlSource{lib: mockNVML([]*mock.Device{dev})}
+	t.Cleanup(func() { lost.Close() })
+	_, _, err := lost.Read(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), "POWER_USAGE") {
 		t.Errorf("a lost GPU: got %v; want an error naming GPU 0 and the field", err)
 	}
@@ -239,6 +257,7 @@ func TestDCGMFallsBackToNVML(t *testing.T) {
 	lib := mockNVML([]*mock.Device{mockGPU(0, true, true)})
 	log := newOnceLogger(Options{}.withDefaults().Logger)
 	c := &dcgmCollector{src: &fallbackSource{srcs: []gpuSource{noDCGM, &nvmlSource{lib: lib}}, log: log}, log: log}
+	t.Cleanup(func() { c.Close() })
 	for i := 0; i < 3; i++ {
 		s, err := c.Collect(context.Background())
 		if err != nil {

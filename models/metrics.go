@@ -202,6 +202,7 @@ const (
 	MetricGPUSMClock            = "ballast_gpu_sm_clock_hertz"
 	MetricGPUMemoryClock        = "ballast_gpu_memory_clock_hertz"
 	MetricGPULastXID            = "ballast_gpu_last_xid"
+	MetricGPUXIDErrors          = "ballast_gpu_xid_errors_total"
 	MetricGPUECCErrors          = "ballast_gpu_ecc_errors_total"
 	MetricGPURemappedRows       = "ballast_gpu_remapped_rows_total"
 	MetricGPURowRemapFailure    = "ballast_gpu_row_remap_failure"
@@ -335,7 +336,7 @@ var Metrics = []MetricDesc{
 	{MetricFilesystemReadonly, MetricGauge, "", "1 when the filesystem is mounted read-only (an XFS or ext4 shutdown after I/O errors remounts it so).", fsLabels, "filesystem"},
 
 	{MetricGPUInfo, MetricGauge, "", "Constant 1 per GPU carrying its identity.", []string{"gpu", "uuid", "model", "pci_bus_id", "driver"}, "dcgm"},
-	{MetricGPUSource, MetricGauge, "", "Constant 1 naming what the dcgm collector read the GPUs through: libdcgm, nvml (the driver's libnvidia-ml, when DCGM is absent: no profiling fields, no XID) or dcgm-exporter.", []string{"source"}, "dcgm"},
+	{MetricGPUSource, MetricGauge, "", "Constant 1 naming what the dcgm collector read the GPUs through: libdcgm, nvml (the driver's libnvidia-ml, when DCGM is absent: no profiling fields; XIDs from NVML's events) or dcgm-exporter.", []string{"source"}, "dcgm"},
 	{MetricGPUUtilization, MetricGauge, "ratio", "Fraction of time a kernel ran on the GPU (DCGM_FI_DEV_GPU_UTIL).", gpuLabels, "dcgm"},
 	{MetricGPUMemCopyUtilization, MetricGauge, "ratio", "Fraction of time the memory copy engine was busy (DCGM_FI_DEV_MEM_COPY_UTIL).", gpuLabels, "dcgm"},
 	{MetricGPUGraphicsActive, MetricGauge, "ratio", "Fraction of time the graphics or compute engine was active (DCGM_FI_PROF_GR_ENGINE_ACTIVE).", gpuLabels, "dcgm"},
@@ -355,7 +356,8 @@ var Metrics = []MetricDesc{
 	{MetricGPUMemoryTemperature, MetricGauge, "celsius", "GPU memory temperature (DCGM_FI_DEV_MEMORY_TEMP).", gpuLabels, "dcgm"},
 	{MetricGPUSMClock, MetricGauge, "hertz", "SM clock (DCGM_FI_DEV_SM_CLOCK, reported in MHz).", gpuLabels, "dcgm"},
 	{MetricGPUMemoryClock, MetricGauge, "hertz", "Memory clock (DCGM_FI_DEV_MEM_CLOCK, reported in MHz).", gpuLabels, "dcgm"},
-	{MetricGPULastXID, MetricGauge, "", "Value of the last XID error (DCGM_FI_DEV_XID_ERRORS); 0 when none.", gpuLabels, "dcgm"},
+	{MetricGPULastXID, MetricGauge, "", "Value of the last XID error (DCGM_FI_DEV_XID_ERRORS; through NVML, the last XID event since the agent started); 0 when none.", gpuLabels, "dcgm"},
+	{MetricGPUXIDErrors, MetricCounter, "", "XID errors seen since the agent started (nvml source only: NVML's XID events; DCGM and dcgm-exporter give only the last XID). increase() > 0 catches a repeat of the same XID, which ballast_gpu_last_xid cannot show.", gpuLabels, "dcgm"},
 	{MetricGPUECCErrors, MetricCounter, "", "ECC errors since the last driver load, per type (single_bit, double_bit).", append(append([]string(nil), gpuLabels...), "type"), "dcgm"},
 	{MetricGPURemappedRows, MetricCounter, "", "Memory rows remapped, per cause (correctable, uncorrectable).", append(append([]string(nil), gpuLabels...), "cause"), "dcgm"},
 	{MetricGPURowRemapFailure, MetricGauge, "", "1 when row remapping failed (DCGM_FI_DEV_ROW_REMAP_FAILURE).", gpuLabels, "dcgm"},
