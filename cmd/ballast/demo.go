@@ -124,17 +124,11 @@ func runDemo(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cannot create CPU profile %q: %w", *cpuProfile, err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cannot start CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	sum, err := d.Run(ctx)
 	if !*quiet {
 		fmt.Fprintln(env.stderr)
@@ -261,4 +255,21 @@ func loadRun(scenario, duration string) (*twin.Scenario, time.Duration, error) {
 		return nil, 0, fmt.Errorf("%w: --duration %q is not a positive duration", errUsage, duration)
 	}
 	return sc, dur, nil
+}
+
+// startCPUProfile starts a Go CPU profile into path (none when path is
+// empty); the returned func stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create CPU profile %q: %w", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot start CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

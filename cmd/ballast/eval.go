@@ -87,6 +87,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	quiet := fs.Bool("quiet", false, "no progress line")
 	listen := fs.String("listen", "127.0.0.1:0", "HOST:PORT of the query API while it runs")
 	start := fs.String("start", "", "start of simulated time, RFC 3339 (default: now minus the duration, so the run ends now)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run (twin, mds pipeline and scoring) to this file (go tool pprof)")
 	method := fs.String("method", sim.MethodBallast, "who acts: "+strings.Join(sim.Methods, ", ")+"; or the static read-ahead baselines "+strings.Join(sim.ReadAheadMethods[:2], ", "))
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -118,7 +119,12 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
 	rep, err := evalOnce(ctx, env, sc, *seed, dur, startAt, *out, *listen, *method, *quiet)
+	stopProfile()
 	if err != nil {
 		return err
 	}
