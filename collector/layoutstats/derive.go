@@ -180,6 +180,9 @@ func (in *Ingester) dropContribution(st *stripeState) {
 	st.device.remove(&st.contrib)
 	st.ds.remove(&st.contrib)
 	st.contribAt = time.Time{}
+	if !in.unsorted {
+		in.byContrib.remove(st)
+	}
 }
 
 // setContribution replaces st's interval in the aggregates with d.
@@ -187,6 +190,7 @@ func (in *Ingester) setContribution(st *stripeState, d *models.StripeDelta, now 
 	in.dropContribution(st)
 	st.contrib = contribOf(d)
 	st.contribAt = now
+	in.moveToBack(&in.byContrib, st)
 	st.device = in.getAgg(in.devices, deviceNames, d.DeviceID)
 	st.ds = in.getAgg(in.servers, dsNames, st.dsName)
 	st.device.add(&st.contrib)
@@ -196,21 +200,26 @@ func (in *Ingester) setContribution(st *stripeState, d *models.StripeDelta, now 
 // sweep forgets keys idle for longer than IdleTimeout and takes intervals
 // older than StaleAfter out of the aggregates. It returns how many keys it
 // forgot. Aggregates left with no streams go when their zeros are written.
+//
+// The keys come from the heads of the expiry lists (expiry.go), oldest
+// first, so a sweep visits only the keys it changes; the sums it leaves
+// do not depend on the order.
 func (in *Ingester) sweep(now time.Time) int {
 	in.lastSweep = now
+	if in.unsorted {
+		in.sortLists()
+	}
 	evicted := 0
-	for key, st := range in.keys {
-		idle := now.Sub(st.lastSeen) > in.opts.IdleTimeout
-		stale := !st.contribAt.IsZero() && now.Sub(st.contribAt) > in.opts.StaleAfter
-		if !idle && !stale {
-			continue
-		}
-		st = in.saveKey(key, st)
+	for st := in.bySeen.head; st != nil && now.Sub(st.lastSeen) > in.opts.IdleTimeout; st = in.bySeen.head {
+		st = in.saveKey(st.key, st)
 		in.dropContribution(st)
-		if idle {
-			delete(in.keys, key)
-			evicted++
-		}
+		in.bySeen.remove(st)
+		delete(in.keys, st.key)
+		evicted++
+	}
+	for st := in.byContrib.head; st != nil && now.Sub(st.contribAt) > in.opts.StaleAfter; st = in.byContrib.head {
+		st = in.saveKey(st.key, st)
+		in.dropContribution(st)
 	}
 	in.sweepErrors(now)
 	return evicted

@@ -122,6 +122,8 @@ type stripeState struct {
 	ds        *aggregate
 	dsName    string // the DS address as ip:port
 	txn       uint64 // the transaction that last saved an undo copy
+	key       models.StripeKey
+	links     [2]stripeLinks // places in Ingester.bySeen and byContrib
 }
 
 // Ingester differences cumulative LAYOUTSTATS counters per stripe key and
@@ -134,6 +136,11 @@ type Ingester struct {
 	servers   map[string]*aggregate
 	errs      map[errKey]*errCounter
 	lastSweep time.Time
+	// bySeen lists the keys by lastSeen, byContrib those whose interval
+	// counts by contribAt, so that a sweep visits only the due ones;
+	// unsorted says they must be rebuilt first (expiry.go).
+	bySeen, byContrib keyList
+	unsorted          bool
 	// sweptBefore is lastSweep before the open transaction, for Rollback.
 	sweptBefore time.Time
 	txn         uint64
@@ -152,11 +159,13 @@ func NewIngester(opts Options) (*Ingester, error) {
 		return nil, err
 	}
 	return &Ingester{
-		opts:    o,
-		keys:    make(map[models.StripeKey]*stripeState),
-		devices: make(map[string]*aggregate),
-		servers: make(map[string]*aggregate),
-		errs:    make(map[errKey]*errCounter),
+		opts:      o,
+		keys:      make(map[models.StripeKey]*stripeState),
+		devices:   make(map[string]*aggregate),
+		servers:   make(map[string]*aggregate),
+		errs:      make(map[errKey]*errCounter),
+		bySeen:    keyList{which: 0},
+		byContrib: keyList{which: 1},
 	}, nil
 }
 
@@ -335,6 +344,9 @@ func (tx *Txn) Rollback() {
 		}
 	}
 	in.rollbackErrors()
+	// The restored keys have their times back but not their places in
+	// the expiry lists.
+	in.unsorted = true
 	in.lastSweep = in.sweptBefore
 	in.isOpen = false
 }
@@ -354,7 +366,7 @@ type keyUndo struct {
 func (in *Ingester) saveKey(key models.StripeKey, st *stripeState) *stripeState {
 	if st == nil {
 		in.undoKeys = append(in.undoKeys, keyUndo{key: key})
-		st = &stripeState{txn: in.txn}
+		st = &stripeState{txn: in.txn, key: key}
 		in.keys[key] = st
 		return st
 	}
@@ -392,7 +404,8 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 		if curDur > in.opts.FirstSightMaxDuration {
 			res.Baselines++
 			st := in.saveKey(key, nil)
-			st.last, st.dur, st.lastSeen = cur, curDur, now
+			st.last, st.dur = cur, curDur
+			in.seen(st, now)
 			st.dsName = dsName(&lu.Addr)
 			return nil
 		}
@@ -410,7 +423,8 @@ func (in *Ingester) apply(now, end time.Time, client string, i int, r *models.FF
 		}
 	}
 	st := in.saveKey(key, old)
-	st.last, st.dur, st.lastSeen = cur, curDur, now
+	st.last, st.dur = cur, curDur
+	in.seen(st, now)
 	if st.dsName == "" {
 		st.dsName = dsName(&lu.Addr)
 	}
