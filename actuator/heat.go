@@ -17,6 +17,11 @@ type heatEntry struct {
 	rate    float64 // bytes/s, exponentially smoothed
 	seen    time.Time
 	clients []string // clients that read or wrote it lately (at most maxHeatClients)
+	// What arrived for it since the last fold (pending and pendCli hold
+	// only the stripes that have no entry yet).
+	pend    float64
+	pendOK  bool
+	pendCli []string
 }
 
 const maxHeatClients = 16
@@ -26,6 +31,13 @@ const maxHeatClients = 16
 // weighs stripes by. Deltas arrive between ticks; fold, once per tick,
 // folds them in with the half-life. Stripes idle for ten half-lives are
 // forgotten, so memory follows the stripes in use.
+//
+// What arrives for a stripe that has an entry is summed in the entry
+// itself, so that fold, which visits every entry, does not look each one
+// up in pending: that lookup was most of its cost with hundreds of
+// thousands of stripes and a few thousand reporting per tick. Entries are
+// created and deleted only by fold, so between folds a stripe's deltas
+// all go to the same place.
 type heatModel struct {
 	halfLife time.Duration
 
@@ -51,7 +63,16 @@ func (h *heatModel) observe(ds []models.StripeDelta) {
 			continue
 		}
 		k := heatKey{d.DeviceID, d.FileHandle}
-		h.pending[k] += float64(d.Read.BytesCompleted+d.Write.BytesCompleted) / sec
+		v := float64(d.Read.BytesCompleted+d.Write.BytesCompleted) / sec
+		if e := h.entries[k]; e != nil {
+			e.pend += v
+			e.pendOK = true
+			if d.Client != "" && !containsStr(e.pendCli, d.Client) {
+				e.pendCli = append(e.pendCli, d.Client)
+			}
+			continue
+		}
+		h.pending[k] += v
 		if d.Client != "" && !containsStr(h.pendCli[k], d.Client) {
 			h.pendCli[k] = append(h.pendCli[k], d.Client)
 		}
@@ -82,33 +103,37 @@ func (h *heatModel) fold(now time.Time) {
 		alpha = 1 - math.Pow(0.5, dt/h.halfLife.Seconds())
 	}
 	for k, e := range h.entries {
-		r := h.pending[k]
-		e.rate += alpha * (r - e.rate)
-		if _, ok := h.pending[k]; ok {
+		e.rate += alpha * (e.pend - e.rate)
+		if e.pendOK {
 			e.seen = now
+			e.addClients(e.pendCli)
+			e.pend, e.pendOK, e.pendCli = 0, false, e.pendCli[:0]
 		} else if now.Sub(e.seen) > 10*h.halfLife {
 			delete(h.entries, k)
 		}
 	}
 	for k, r := range h.pending {
-		e := h.entries[k]
-		if e == nil {
-			// a stripe seen for the first time starts at its rate: smoothing
-			// from zero would hide a new hot spot for a half-life
-			e = &heatEntry{rate: r, seen: now}
-			h.entries[k] = e
-		}
-		for _, c := range h.pendCli[k] {
-			if !containsStr(e.clients, c) {
-				if len(e.clients) >= maxHeatClients {
-					e.clients = e.clients[1:]
-				}
-				e.clients = append(e.clients, c)
-			}
-		}
+		// a stripe seen for the first time starts at its rate: smoothing
+		// from zero would hide a new hot spot for a half-life
+		e := &heatEntry{rate: r, seen: now}
+		h.entries[k] = e
+		e.addClients(h.pendCli[k])
 	}
 	clear(h.pending)
 	clear(h.pendCli)
+}
+
+// addClients adds the clients cs to e's, dropping the oldest beyond
+// maxHeatClients.
+func (e *heatEntry) addClients(cs []string) {
+	for _, c := range cs {
+		if !containsStr(e.clients, c) {
+			if len(e.clients) >= maxHeatClients {
+				e.clients = e.clients[1:]
+			}
+			e.clients = append(e.clients, c)
+		}
+	}
 }
 
 // stripe returns the smoothed rate of one stripe and its clients.
