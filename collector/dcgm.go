@@ -37,6 +37,10 @@ type gpuReading struct {
 	// the source sees each one (NVML's events); nil elsewhere (DCGM and
 	// dcgm-exporter give only the last XID).
 	XIDEvents *float64
+	// Lost says why the GPU could not be read (NVML's GPU_IS_LOST); its
+	// reading then holds only what is known without reading it: its last
+	// identity and XIDs.
+	Lost string
 }
 
 // gpuSource reads all GPUs once. skipped names fields the source cannot
@@ -362,6 +366,12 @@ func (c *dcgmCollector) Collect(ctx context.Context) ([]Sample, error) {
 		c.log.warnOnce("field:"+f, why, "skipped a DCGM field", "field", f)
 	}
 	out := append(gpuSamples(rs), Sample{models.MetricGPUSource, []string{c.src.Name()}, 1})
+	for _, r := range rs {
+		if r.Lost != "" {
+			c.log.warnOnce("gpu:"+r.GPU.Index, r.Lost, "cannot read a GPU", "gpu", r.GPU.Index)
+			out = append(out, Sample{models.MetricCollectorDeviceUp, []string{"dcgm", r.GPU.Index}, 0})
+		}
+	}
 	return append(out, skippedSamples(skipped)...), nil
 }
 

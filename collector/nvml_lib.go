@@ -36,6 +36,7 @@ type nvmlSource struct {
 	xid      *xidWatcher     // nil until started, or when no GPU could be registered
 	xidWhy   []string        // by GPU index: why its XIDs are not watched ("" when they are)
 	xidTried bool
+	ids      map[int]gpuInfo // each GPU's identity as last read, for when it is lost
 }
 
 func newNVMLSource(log *onceLogger) gpuSource { return &nvmlSource{lib: nvml.New(), log: log} }
@@ -167,7 +168,7 @@ func nvmlSkippable(ret nvml.Return) bool {
 func nvmlReading(index int, d nvml.Device, driver string, has func(string) bool, skipped map[string]string) (gpuReading, error) {
 	uuid, ret := d.GetUUID()
 	if ret != nvml.SUCCESS {
-		return gpuReading{}, fmt.Errorf("cannot read the UUID of GPU %d through NVML: %v", index, ret)
+		return gpuReading{}, &nvmlCallError{fmt.Sprintf("cannot read the UUID of GPU %d through NVML", index), ret}
 	}
 	g := gpuInfo{Index: strconv.Itoa(index), UUID: uuid, Driver: driver}
 	if name, ret := d.GetName(); ret == nvml.SUCCESS {
@@ -195,10 +196,25 @@ func nvmlReading(index int, d nvml.Device, driver string, has func(string) bool,
 				skipped[f] = fmt.Sprintf("NVML %s on GPU %d: %v", rd.symbol, index, ret)
 			}
 		default:
-			return r, fmt.Errorf("cannot read %s of GPU %d through NVML (%s): %v", rd.fields[0], index, rd.symbol, ret)
+			return r, &nvmlCallError{fmt.Sprintf("cannot read %s of GPU %d through NVML (%s)", rd.fields[0], index, rd.symbol), ret}
 		}
 	}
 	return r, nil
+}
+
+// nvmlCallError is an NVML call that failed, with NVML's return.
+type nvmlCallError struct {
+	what string
+	ret  nvml.Return
+}
+
+func (e *nvmlCallError) Error() string { return fmt.Sprintf("%s: %v", e.what, e.ret) }
+
+// gpuLost says whether err is NVML's GPU_IS_LOST: the GPU fell off the
+// bus or is otherwise gone until a reset.
+func gpuLost(err error) bool {
+	var ce *nvmlCallError
+	return errors.As(err, &ce) && ce.ret == nvml.ERROR_GPU_IS_LOST
 }
 
 // cString is the text of a NUL-terminated C char array.
@@ -278,8 +294,23 @@ func (s *nvmlSource) Read(ctx context.Context) ([]gpuReading, map[string]string,
 			return out, skipped, ctx.Err()
 		}
 		r, err := nvmlReading(i, d, driver, has, skipped)
-		if err != nil {
+		switch {
+		case gpuLost(err):
+			// A GPU off the bus (XID 79) reads nothing more, but its XIDs
+			// are what says why: serve them under its last identity, and
+			// the other GPUs as usual.
+			id, ok := s.ids[i]
+			if !ok {
+				id = gpuInfo{Index: strconv.Itoa(i), Driver: driver}
+			}
+			r = gpuReading{GPU: id, Fields: map[string]float64{}, Lost: err.Error()}
+		case err != nil:
 			return out, skipped, err
+		default:
+			if s.ids == nil {
+				s.ids = map[int]gpuInfo{}
+			}
+			s.ids[i] = r.GPU
 		}
 		s.readXID(i, &r, skipped)
 		out = append(out, r)

@@ -240,12 +240,22 @@ func TestNVMLErrors(t *testing.T) {
 		t.Errorf("Init failing otherwise: got %v; want an error other than not applicable", err)
 	}
 	dev := mockGPU(0, true, true)
-	dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
-	lost := &nvmlSource{lib: mockNVML([]*mock.Device{dev})}
-	t.Cleanup(func() { lost.Close() })
-	_, _, err := lost.Read(context.Background())
+	dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+	failing := &nvmlSource{lib: mockNVML([]*mock.Device{dev})}
+	t.Cleanup(func() { failing.Close() })
+	_, _, err := failing.Read(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "GPU 0") || !strings.Contains(err.Error(), "POWER_USAGE") {
-		t.Errorf("a lost GPU: got %v; want an error naming GPU 0 and the field", err)
+		t.Errorf("a failing GPU: got %v; want an error naming GPU 0 and the field", err)
+	}
+	// A lost GPU (off the bus) is not an error of the collection: the
+	// reading says why, and the other GPUs are read.
+	dev = mockGPU(0, true, true)
+	dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
+	lost := &nvmlSource{lib: mockNVML([]*mock.Device{dev, mockGPU(1, true, true)})}
+	t.Cleanup(func() { lost.Close() })
+	rs, _, err := lost.Read(context.Background())
+	if err != nil || len(rs) != 2 || !strings.Contains(rs[0].Lost, "GPU 0") || !strings.Contains(rs[0].Lost, "POWER_USAGE") || rs[1].Lost != "" || len(rs[1].Fields) == 0 {
+		t.Errorf("a lost GPU: got err %v, %d readings (%+v); want GPU 0 lost naming the field, GPU 1 read", err, len(rs), rs)
 	}
 }
 

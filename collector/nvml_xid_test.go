@@ -235,3 +235,57 @@ func TestNVMLXIDEventSetFails(t *testing.T) {
 		t.Errorf("a driver without nvmlDeviceRegisterEvents: err %v, skipped with %q; want the missing function named", err, skipped[xidField])
 	}
 }
+
+// TestNVMLLostGPUKeepsXID: XID 79 (the GPU fell off the bus) arrives, then
+// every read of that GPU answers GPU_IS_LOST. The collection still
+// succeeds: the lost GPU keeps its identity and serves last XID 79 with
+// ballast_collector_device_up 0, and the other GPU is read as usual.
+func TestNVMLLostGPUKeepsXID(t *testing.T) {
+	gpus := []*mock.Device{mockGPU(0, true, true), mockGPU(1, true, true)}
+	set := newScriptedEvents(xid(gpus[0], 79))
+	lib := mockNVML(gpus)
+	lib.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{WaitFunc: set.Wait, FreeFunc: set.Free}, nvml.SUCCESS
+	}
+	var logged testkit.LogBuffer
+	log := newOnceLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	c := &dcgmCollector{src: &nvmlSource{lib: lib, log: log}, log: log}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Collect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	set.awaitDrained(t)
+	gpus[0].GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
+	s, err := c.Collect(context.Background())
+	if err != nil {
+		t.Fatalf("a lost GPU failed the collection: %v", err)
+	}
+	got := map[string]float64{}
+	for _, x := range s {
+		switch x.Name {
+		case models.MetricGPULastXID, models.MetricGPUXIDErrors, models.MetricGPUPower:
+			got[x.Name+"/"+strings.Join(x.Values, ",")] = x.Value
+		case models.MetricCollectorDeviceUp:
+			got[x.Name+"/"+strings.Join(x.Values, ",")] = x.Value
+		}
+	}
+	want := map[string]float64{
+		models.MetricGPULastXID + "/0,GPU-0,NVIDIA H200":   79,
+		models.MetricGPUXIDErrors + "/0,GPU-0,NVIDIA H200": 1,
+		models.MetricCollectorDeviceUp + "/dcgm,0":         0,
+		models.MetricGPULastXID + "/1,GPU-1,NVIDIA H200":   0,
+		models.MetricGPUXIDErrors + "/1,GPU-1,NVIDIA H200": 0,
+		models.MetricGPUPower + "/1,GPU-1,NVIDIA H200":     350.123,
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v; want %v", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: got %v (present %v); want %v", k, g, ok, v)
+		}
+	}
+	if !strings.Contains(logged.String(), "cannot read a GPU") || !strings.Contains(logged.String(), nvml.ERROR_GPU_IS_LOST.Error()) {
+		t.Errorf("log lacks the lost GPU and NVML's error:\n%s", logged.String())
+	}
+}
