@@ -155,7 +155,7 @@ func throttledNote(n int) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d answers were 429 (overloaded: nothing stored, Retry-After); those bodies were sent again, as Prometheus does, and the waits are in the time", n)
+	return fmt.Sprintf("429 answers: %d (overloaded: nothing stored, Retry-After); those bodies were sent again, as Prometheus does, and the waits are in the time", n)
 }
 
 // promResponse is the Prometheus HTTP API envelope.
