@@ -26,6 +26,11 @@ const (
 	// path (analyzer/hotspot EvidenceNetworkPath), which no stripe move
 	// relieves.
 	evidenceNetworkPath = "network_path"
+	// evidenceUtilization is a hotspot finding's device utilization
+	// (analyzer/hotspot); at saturatedUtil or above (the analyzers'
+	// SaturatedUtil) the device is at its limit.
+	evidenceUtilization = "utilization"
+	saturatedUtil       = 0.9
 	maxPlanSources      = 64
 	maxLocatesPerRun    = 20000
 )
@@ -304,6 +309,11 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 				s.in.Devices[i].Moving = true
 			}
 		}
+		for _, id := range e.saturatedDevices(devs, fs) {
+			if i, ok := s.devIdx[id]; ok {
+				s.in.Devices[i].Saturated = true
+			}
+		}
 		var only []int32
 		for _, id := range trig[pool] {
 			only = append(only, s.devIdx[id])
@@ -350,6 +360,22 @@ func (e *Engine) planRebalance(ctx context.Context, now time.Time, devs []Device
 		}, s, res))
 	}
 	return errors.Join(errs...)
+}
+
+// saturatedDevices lists the devices that a hotspot finding about the
+// device (or one of its stripes) sees at its limit: their stripes' heat
+// is what they served, not what was asked of them (plan.Device.Saturated).
+func (e *Engine) saturatedDevices(devs []Device, fs []models.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		if f.Kind != findingHotspot || (f.Subject.Kind != models.SubjectDevice && f.Subject.Kind != models.SubjectStripe) {
+			continue
+		}
+		if u, ok := f.EvidenceValue(evidenceUtilization); ok && u >= saturatedUtil {
+			out = append(out, e.subjectDevices(f.Subject, devs)...)
+		}
+	}
+	return out
 }
 
 // movingDevices lists the devices that open moves and restripes read or

@@ -170,3 +170,38 @@ func TestEngineRestripeResumesAfterCrashAtEveryStep(t *testing.T) {
 		})
 	}
 }
+
+func TestEngineRestripesASaturatedFileOverEveryDevice(t *testing.T) {
+	// big at 300 B/s per component, the small files at 10 B/s on d0..d2
+	// and 25 on d3: loads 340, 340, 40, 100, mean 205, target 246; from
+	// the heat three devices do (40 + 600 ÷ 3 = 240: d0, d1, d2). When the
+	// finding sees d0 at its limit the 600 B/s are what d0 and d1 served,
+	// not what big's readers ask: every device under the target without
+	// big takes a component, d3 too (the same bytes).
+	for _, tc := range []struct {
+		util  float64
+		width int
+	}{{0.5, 3}, {1, 4}} {
+		m, heat := hotFileCluster(true)
+		heat[[2]string{"d0", "fh-big-0"}] = 300
+		heat[[2]string{"d1", "fh-big-1"}] = 300
+		for d := range 3 {
+			for i := range 4 {
+				heat[[2]string{fmt.Sprintf("d%d", d), fmt.Sprintf("fh-s%d-%d-0", d, i)}] = 10
+			}
+		}
+		f := hotspot("d0", t0)
+		f.Evidence = []models.Evidence{{Name: "utilization", Value: tc.util, Unit: "ratio"}}
+		r := newRig(t, m, rebalanceConfig(models.ModeAuto), "")
+		r.runFor(30, heat, f)
+		ps := r.plans()
+		if len(ps) != 1 || ps[0].Plan == nil || ps[0].Plan.Restripes != 1 || ps[0].Plan.Bytes != 6000 {
+			t.Fatalf("utilization %.1f: plans %+v; want one rebalance restriping big's 6000 bytes", tc.util, ps)
+		}
+		checkRestriped(t, m, tc.width)
+		censored := strings.Contains(strings.Join(ps[0].Plan.Notes, ";"), "lower bound")
+		if censored != (tc.util >= saturatedUtil) {
+			t.Errorf("utilization %.1f: notes %q; want the lower-bound note only when saturated", tc.util, ps[0].Plan.Notes)
+		}
+	}
+}

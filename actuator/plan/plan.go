@@ -38,6 +38,12 @@ type Device struct {
 	// while it is busy (above DSBusy of it, or always when unknown):
 	// spreading load over idle NICs moves bytes for nothing.
 	DSCapacity float64
+	// Saturated says the device was seen at its limit (utilization at
+	// or above 0.9): requests queued on it and clients kept waiting, so
+	// the heat of its stripes is what it served, a lower bound on what
+	// they ask for (a restripe then sizes its width for more; see
+	// restripe).
+	Saturated bool
 }
 
 // DSBusy is the share of its capacity above which a data server's load is
@@ -120,6 +126,9 @@ type Restripe struct {
 	// LowerBound is the fewest bytes any plan must move to bring the
 	// mirror's old devices under the target (see restripeBound).
 	LowerBound int64
+	// Censored says a device of the mirror was saturated, so Heat is a
+	// lower bound and To is every legal device under the target.
+	Censored bool
 }
 
 // Result is a plan.
@@ -603,7 +612,10 @@ func Rebalance(in *Input, opts Options) Result {
 				}
 				s.applyRestripe(&r, rs, heaps[p])
 				lbDev += float64(rs.LowerBound)
-				if after := s.restripedMax(rs); after > tDev {
+				if rs.Censored {
+					r.Notes = append(r.Notes, fmt.Sprintf("device %d: a device of its file is saturated, so the file's %.3g B/s is a lower bound on what it is asked for: restriped over every legal device under the target (%d)", d, rs.Heat, len(rs.To)))
+				}
+				if after := s.restripedMax(rs); after > tDev && !rs.Censored {
 					r.Notes = append(r.Notes, fmt.Sprintf("device %d: its file restriped over %d devices still leaves one at %.3g B/s, above the target %.3g (max_stripe_width or the pool's legal devices)", d, len(rs.To), after, tDev))
 				}
 			}

@@ -24,6 +24,17 @@ import (
 // other mirrors and on no data server that holds one. Without a width
 // that reaches tDev (max width, or too few legal devices) it takes the
 // width whose hottest device ends coolest. why says why there is none.
+//
+// When a device of the mirror is saturated its heat is censored: the
+// device served what it could, the demand beyond it is not seen, and the
+// smoothed heat still lags a hot spot that has just begun. A width sized
+// from that lower bound is too narrow once the file is served (its share
+// lands on the chosen devices and the ones left out read well under the
+// mean; docs/actions.md), and a wider one costs no more bytes (every byte
+// of the mirror is rewritten at any width), so the mirror goes to every
+// legal device whose load without it is under tDev (max width bounding
+// it): a device above the target already is hot, and the share would
+// make it hotter.
 func (s *state) restripe(k int32, tDev float64) (Restripe, string) {
 	in := s.in
 	f, m := in.StripeFile[k], mirrorOf(in, k)
@@ -44,6 +55,7 @@ func (s *state) restripe(k int32, tDev float64) (Restripe, string) {
 			return rs, "a component is already planned to move"
 		}
 		rs.Stripes = append(rs.Stripes, p)
+		rs.Censored = rs.Censored || in.Devices[d].Saturated
 		rs.Heat += float64(in.StripeHeat[p])
 		rs.Bytes += in.StripeBytes[p]
 		old[d] += float64(in.StripeHeat[p])
@@ -90,6 +102,13 @@ func (s *state) restripe(k int32, tDev float64) (Restripe, string) {
 		}
 		if top <= tDev {
 			break
+		}
+	}
+	if rs.Censored {
+		// every legal device under the target (cs is coolest first)
+		wide := sort.Search(maxW, func(i int) bool { return cs[i].base > tDev })
+		if wide > best {
+			best, bestMax = wide, cs[wide-1].base+rs.Heat/float64(wide)
 		}
 	}
 	if bestMax >= s.load[in.StripeDevice[k]] {

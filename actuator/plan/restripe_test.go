@@ -146,3 +146,45 @@ func TestRestripeSkipsBusyMirror(t *testing.T) {
 		t.Fatalf("got %+v, notes %q; want no restripe and a note that it is busy", r.Restripes, r.Notes)
 	}
 }
+
+func TestRestripeCensoredHeatTakesEveryDeviceUnderTarget(t *testing.T) {
+	// 16 devices at 20 B/s of their own but d14 at 24 and d15 at 40; the
+	// hot file adds 100 to d0 and d1 (the finding's devices): mean 34,
+	// target 35.7. From the heat, the narrowest width that keeps a device
+	// at 20 under it is 13 (200 ÷ 13 = 15.4).
+	b := hotFile(16, 20, 100)
+	b.in.StripeHeat[2+14] = 24
+	b.in.StripeHeat[2+15] = 40
+	opts := Options{Restripe: true, Only: []int32{0, 1}}
+	r := Rebalance(&b.in, opts)
+	if len(r.Restripes) != 1 || len(r.Restripes[0].To) != 13 || r.Restripes[0].Censored {
+		t.Fatalf("got %+v (notes %q); want one restripe over 13 devices from the heat", r.Restripes, r.Notes)
+	}
+	want := r.Bytes
+	// the same with d0 saturated: the 200 B/s are what d0 and d1 served,
+	// so the mirror goes to every device whose own load is under the
+	// target: all but d15 (40 B/s of its own)
+	b.in.Devices[0].Saturated = true
+	r = Rebalance(&b.in, opts)
+	if len(r.Restripes) != 1 || len(r.Restripes[0].To) != 15 || !r.Restripes[0].Censored {
+		t.Fatalf("got %+v (notes %q); want one censored restripe over 15 devices", r.Restripes, r.Notes)
+	}
+	for _, x := range r.Restripes[0].To {
+		if x == 15 {
+			t.Errorf("restripe onto d15 (to %v), above the target without the file", r.Restripes[0].To)
+		}
+	}
+	if !strings.Contains(strings.Join(r.Notes, ";"), "lower bound on what it is asked for") {
+		t.Errorf("notes %q; want one saying the heat is a lower bound", r.Notes)
+	}
+	// every byte of the mirror is rewritten at any width
+	if r.Bytes != want || r.Bytes != 200 {
+		t.Errorf("bytes %d; want the mirror's 200 as at width 13 (%d)", r.Bytes, want)
+	}
+	// max_stripe_width still bounds it
+	opts.MaxWidth = 6
+	r = Rebalance(&b.in, opts)
+	if len(r.Restripes) != 1 || len(r.Restripes[0].To) != 6 {
+		t.Fatalf("got %+v; want one restripe over 6 devices (max width)", r.Restripes)
+	}
+}
