@@ -131,7 +131,15 @@ type Options struct {
 	StepHook func(a models.Action)
 	// Namer names a device id as operators do, when it knows better than
 	// the mover (the mds's device table); "" falls back to the mover's name.
-	Namer   func(deviceID string) string
+	Namer func(deviceID string) string
+	// Writing, when set, returns the client groups the checkpoint stage
+	// sees writing a checkpoint at this tick: in a burst, or with a write
+	// rate clearly above their idle level before a burst is confirmed (its
+	// first seconds). Each holds a checkpoint window from now to
+	// checkpoint_margin past it, so non-urgent copies pause at the tick the
+	// write rates show a burst, before its checkpoint_burst finding (a tick
+	// later) and before any forecast exists. nil: findings only.
+	Writing func() []models.Subject
 	Metrics *metrics.Set
 	Logger  *slog.Logger
 }
@@ -162,6 +170,10 @@ type Engine struct {
 	mirrors  map[string]int       // most mirrors seen per pool
 	nextPlan time.Time
 	now      time.Time
+	// tickGap is the time between the last two ticks: how far ahead a
+	// checkpoint window counts as open for pausing (the next look comes
+	// no sooner).
+	tickGap time.Duration
 	// tookOver is the epoch TakeOver last succeeded for (+1; 0 = never).
 	tookOver uint64
 	// raReports holds each GPU node agent's last read-ahead report.
@@ -486,6 +498,9 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 	if !e.started {
 		e.mu.Unlock()
 		return errors.New("actions engine is not started")
+	}
+	if !e.now.IsZero() && now.After(e.now) {
+		e.tickGap = now.Sub(e.now)
 	}
 	e.now = now
 	for _, f := range fs {

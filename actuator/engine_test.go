@@ -447,6 +447,111 @@ func TestEngineCheckpointPausesRunningCopies(t *testing.T) {
 }
 
 // An urgent move (a drive about to fail) is never paused by a window.
+// copyingRig starts a rebalance whose copies take 9 ticks and ticks until
+// some are under way.
+func copyingRig(t *testing.T, with ...func(*Options)) (*rig, map[[2]string]float64, models.Finding) {
+	t.Helper()
+	m, heat := hotCluster()
+	m.copyPolls = 8
+	r := newRig(t, m, rebalanceConfig(models.ModeAuto), "", with...)
+	hot := hotspot("d0", t0)
+	for i := 0; i < 30 && r.copying() == 0; i++ {
+		r.runFor(1, heat, hot)
+	}
+	if r.copying() == 0 {
+		t.Fatal("no copy under way; want moves copying")
+	}
+	return r, heat, hot
+}
+
+// copying counts the moves whose copy is under way.
+func (r *rig) copying() (n int) {
+	for _, mv := range r.moves() {
+		if mv.State == models.ActionRunning && mv.Move.Phase == models.PhaseCopying {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEngineCheckpointPausesOnWriteRate: the tick the checkpoint stage sees
+// a group writing (Options.Writing: a burst's first seconds, before its
+// checkpoint_burst finding), running non-urgent copies pause, new moves
+// wait, and the hold names the guard and the live write rate; when the
+// writing stops and the margin passes, they resume and finish.
+func TestEngineCheckpointPausesOnWriteRate(t *testing.T) {
+	var writing []models.Subject
+	r, heat, hot := copyingRig(t, func(o *Options) { o.Writing = func() []models.Subject { return writing } })
+	writing = []models.Subject{{Kind: models.SubjectClient, ID: "gpu00"}}
+	r.runFor(1, heat, hot)
+	r.m.mu.Lock()
+	paused, calls := len(r.m.paused), r.m.calls["pause"]
+	r.m.mu.Unlock()
+	if n := r.copying(); paused == 0 || paused != n {
+		t.Fatalf("%d copies paused in the driver (%d pause calls) at the tick the write rate rose; want the %d running", paused, calls, n)
+	}
+	for _, mv := range r.moves() {
+		if mv.State != models.ActionRunning {
+			continue
+		}
+		if !strings.HasPrefix(mv.Blocked, GuardCheckpoint+": paused") || !strings.Contains(mv.Blocked, "write rate above idle") {
+			t.Errorf("running move %s held by %q; want paused by checkpoint_window, naming the write rate", mv.ID, mv.Blocked)
+		}
+	}
+	r.runFor(10, heat, hot)
+	r.m.mu.Lock()
+	steps := r.m.stepsWhilePaused
+	r.m.mu.Unlock()
+	if steps != 0 {
+		t.Errorf("the engine called Copy or Verify %d times on a paused copy; want 0", steps)
+	}
+	for _, mv := range r.moves() {
+		if mv.Move.Phase == models.PhaseCleaned {
+			t.Errorf("move %s finished while the group was writing; want it held", mv.ID)
+		}
+	}
+	writing = nil
+	r.runFor(60, heat, hot)
+	for _, mv := range r.moves() {
+		if mv.State != models.ActionSucceeded {
+			t.Errorf("move %s: %s (blocked %q); want succeeded once the writing stopped", mv.ID, mv.State, mv.Blocked)
+		}
+	}
+}
+
+// TestEngineCheckpointPausesBeforeForecastOpens: a forecast window (with
+// its margin) that opens between this tick and the next pauses running
+// copies at this tick, so that none runs into the window before the
+// engine looks again, and starts no new move.
+func TestEngineCheckpointPausesBeforeForecastOpens(t *testing.T) {
+	r, heat, hot := copyingRig(t)
+	margin := time.Duration(r.e.cfg.Budgets.CheckpointMargin)
+	// the next tick is 10 s away; the window opens 5 s from now
+	start := r.now.Add(margin + 5*time.Second)
+	fc := models.Finding{ID: "checkpoint_forecast:client:gpu00:1", Kind: "checkpoint_forecast", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+		Severity: models.SeverityInfo, Start: r.now, LastSeen: r.now, Evidence: []models.Evidence{
+			{Name: "next_start", Value: float64(start.Unix())}, {Name: "next_end", Value: float64(start.Add(time.Minute).Unix())}}}
+	before := map[string]models.Action{}
+	for _, mv := range r.moves() {
+		before[mv.ID] = mv
+	}
+	r.runFor(1, heat, hot, fc)
+	r.m.mu.Lock()
+	paused := len(r.m.paused)
+	r.m.mu.Unlock()
+	if n := r.copying(); paused == 0 || paused != n {
+		t.Errorf("%d copies paused in the driver a tick before the window opens; want the %d running", paused, n)
+	}
+	for _, mv := range r.moves() {
+		if b := before[mv.ID]; b.Move.Phase == models.PhasePending && mv.Move.Phase != models.PhasePending {
+			t.Errorf("move %s started (%s) with the window opening before the next tick; want it held", mv.ID, mv.Move.Phase)
+		}
+		if mv.State == models.ActionRunning && !strings.Contains(mv.Blocked, "opens before the next tick") {
+			t.Errorf("running move %s held by %q; want paused, saying the window opens before the next tick", mv.ID, mv.Blocked)
+		}
+	}
+}
+
 func TestEngineCheckpointKeepsUrgentCopiesGoing(t *testing.T) {
 	m, heat := hotCluster()
 	m.copyPolls = 3

@@ -35,18 +35,41 @@ type guards struct {
 	perDS    map[string]int
 	lastHour int64
 	windows  []window
-	dsOf     map[string]string // device → DS, a snapshot
-	files    map[string]bool   // files with a move under way
+	// ahead is how far past now the next tick may be (the last gap
+	// between ticks): a window opening sooner counts as open, so that no
+	// copy runs into it before the engine looks again.
+	ahead time.Duration
+	dsOf  map[string]string // device → DS, a snapshot
+	files map[string]bool   // files with a move under way
 }
 
+// window is a checkpoint window, widened by checkpoint_margin; source says
+// how the engine knows of it (a refusal and a pause name it).
 type window struct {
 	from, to time.Time
 	subject  string
+	source   string
 }
+
+// Sources of checkpoint windows.
+const (
+	windowForecast = "predicted by checkpoint_forecast"
+	windowBurst    = "under way: checkpoint_burst"
+	windowWriting  = "under way: write rate above idle now"
+)
 
 func (e *Engine) newGuards(now time.Time) *guards {
 	g := &guards{e: e, now: now, perDev: map[string]int{}, perDS: map[string]int{}, dsOf: map[string]string{}, files: map[string]bool{}}
+	margin := time.Duration(e.cfg.Budgets.CheckpointMargin)
+	if e.opts.Writing != nil {
+		// the checkpoint stage's live state: a group writing a burst now,
+		// confirmed or in its first seconds (no finding yet)
+		for _, s := range e.opts.Writing() {
+			g.windows = append(g.windows, window{from: now, to: now.Add(margin), subject: s.String(), source: windowWriting})
+		}
+	}
 	e.mu.Lock()
+	g.ahead = e.tickGap
 	defer e.mu.Unlock()
 	for id, d := range e.devs {
 		g.dsOf[id] = d.DS
@@ -66,12 +89,11 @@ func (e *Engine) newGuards(now time.Time) *guards {
 			g.lastHour += a.Move.Bytes
 		}
 	}
-	margin := time.Duration(e.cfg.Budgets.CheckpointMargin)
 	for _, f := range e.findings {
 		if f.Kind == "checkpoint_burst" {
 			// a burst seen under way is a checkpoint window too, also
 			// before any forecast exists (the first bursts of a job)
-			g.windows = append(g.windows, window{from: f.Start.Add(-margin), to: now.Add(margin), subject: f.Subject.String()})
+			g.windows = append(g.windows, window{from: f.Start.Add(-margin), to: now.Add(margin), subject: f.Subject.String(), source: windowBurst})
 			continue
 		}
 		if f.Kind != "checkpoint_forecast" {
@@ -91,6 +113,7 @@ func (e *Engine) newGuards(now time.Time) *guards {
 				from:    time.UnixMilli(int64(from * 1000)).Add(-margin),
 				to:      time.UnixMilli(int64(to * 1000)).Add(margin),
 				subject: f.Subject.String(),
+				source:  windowForecast,
 			})
 		}
 	}
@@ -111,7 +134,10 @@ func sortWindows(ws []window) {
 		if !a.to.Equal(b.to) {
 			return a.to.Before(b.to)
 		}
-		return a.subject < b.subject
+		if a.subject != b.subject {
+			return a.subject < b.subject
+		}
+		return a.source < b.source
 	})
 }
 
@@ -145,10 +171,12 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 		}
 	}
 	if !a.Urgent {
+		// the move must end before a window opens, and if it may not, it
+		// must not start before the next tick can pause it
 		dur := g.e.expectedDuration(m)
 		for _, w := range g.windows {
-			if g.now.Before(w.to) && g.now.Add(dur).After(w.from) {
-				return fmt.Sprintf("%s checkpoints (predicted or under way) %s–%s (with checkpoint_margin); the move would take about %s", w.subject,
+			if g.now.Before(w.to) && g.now.Add(max(dur, g.ahead)).After(w.from) {
+				return fmt.Sprintf("%s checkpoints (%s) %s–%s (with checkpoint_margin); the move would take about %s", w.subject, w.source,
 					w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339), dur.Round(time.Second)), GuardCheckpoint
 			}
 		}
@@ -159,12 +187,13 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 	return "", ""
 }
 
-// openWindow returns the checkpoint window now falls in (a forecast
-// window reached, or a burst under way; both widened by
-// checkpoint_margin), if any.
+// openWindow returns the checkpoint window now falls in, or that opens
+// before the next tick (a forecast window reached or about to be, a burst
+// under way; widened by checkpoint_margin), if any: a copy paused now
+// moves nothing inside it, one paused at the next tick would have.
 func (g *guards) openWindow() (window, bool) {
 	for _, w := range g.windows {
-		if !g.now.Before(w.from) && g.now.Before(w.to) {
+		if g.now.Add(g.ahead).After(w.from) && g.now.Before(w.to) {
 			return w, true
 		}
 	}
@@ -212,8 +241,12 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 		}
 		why := ""
 		if t.pause {
-			why = fmt.Sprintf("%s while %s checkpoints (predicted or under way) %s–%s (with checkpoint_margin); resumes when the window ends",
-				pausedPrefix, w.subject, w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339))
+			opens := ""
+			if g.now.Before(w.from) {
+				opens = "; it opens before the next tick"
+			}
+			why = fmt.Sprintf("%s while %s checkpoints (%s) %s–%s (with checkpoint_margin%s); resumes when the window ends",
+				pausedPrefix, w.subject, w.source, w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339), opens)
 			e.met.refused(GuardCheckpoint)
 		}
 		// the move's own step journals why it is held (it holds the key)

@@ -249,6 +249,8 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 			}
 			return ""
 		},
+		// non-urgent copies pause the tick the write rates show a burst
+		Writing: m.analysis.CheckpointsWriting,
 		Metrics: m.set,
 		Logger:  m.logger,
 	})

@@ -180,6 +180,17 @@ func (a *Analysis) StarvationEpisodes() []starvation.Episode { return a.st.episo
 // Forecasts returns every change of a checkpoint forecast so far.
 func (a *Analysis) Forecasts() []ForecastRecord { return a.ckpt.recordsCopy() }
 
+// CheckpointsWriting returns the client groups the checkpoint stage saw
+// writing a checkpoint at its last tick: in a burst, or with a write rate
+// clearly above their idle level before a burst is confirmed (the burst's
+// first seconds, checkpoint.Detector.Raised), in subject order. The
+// actions engine pauses non-urgent copies on it (actuator.Options.Writing).
+func (a *Analysis) CheckpointsWriting() []models.Subject {
+	a.ckpt.mu.Lock()
+	defer a.ckpt.mu.Unlock()
+	return append([]models.Subject(nil), a.ckpt.writing...)
+}
+
 type firstSeenRecorder Analysis
 
 func (r *firstSeenRecorder) Name() string { return "analysis-first-seen" }

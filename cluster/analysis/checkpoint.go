@@ -49,8 +49,11 @@ type checkpointStage struct {
 	// the tick's rate window.
 	starting map[string]bool
 	mu       sync.Mutex
-	records  []ForecastRecord
-	lastRec  map[models.Subject]time.Time
+	// writing are the groups in active or starting, in subject order, for
+	// readers outside the tick (Analysis.CheckpointsWriting); under mu.
+	writing []models.Subject
+	records []ForecastRecord
+	lastRec map[models.Subject]time.Time
 }
 
 func newCheckpointStage(a *Analysis) (*checkpointStage, error) {
@@ -123,8 +126,32 @@ func (c *checkpointStage) Run(ctx context.Context, now time.Time) ([]models.Find
 			c.starting[g.ID] = true
 		}
 	}
+	c.setWriting(fs, subs)
 	c.record(now)
 	return fs, nil
+}
+
+// setWriting keeps the groups in a burst (fs's active bursts) or starting
+// one (subs raised) this tick, in subject order.
+func (c *checkpointStage) setWriting(fs []models.Finding, subs []models.Subject) {
+	var w []models.Subject
+	seen := map[string]bool{}
+	for i := range fs {
+		if s := fs[i].Subject; fs[i].Kind == checkpoint.KindBurst && fs[i].Active() && !seen[s.String()] {
+			seen[s.String()] = true
+			w = append(w, s)
+		}
+	}
+	for _, g := range subs {
+		if c.starting[g.ID] && !seen[g.String()] {
+			seen[g.String()] = true
+			w = append(w, g)
+		}
+	}
+	sort.Slice(w, func(i, j int) bool { return w[i].String() < w[j].String() })
+	c.mu.Lock()
+	c.writing = w
+	c.mu.Unlock()
 }
 
 // record notes every group whose predicted next start changed.

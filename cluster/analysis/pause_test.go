@@ -100,3 +100,54 @@ func TestStarvationCheckpointPauseFromItsFirstTick(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointsWritingBeforeTheBurstFinding: the groups the actions
+// engine pauses copies for (CheckpointsWriting) include one whose write
+// rate rose clearly above idle at a tick that has no checkpoint_burst
+// finding yet (a second burst that began a second before the tick: a
+// tenth of the burst level the first one set), stay while the burst is
+// found, and are empty while the group is idle.
+func TestCheckpointsWritingBeforeTheBurstFinding(t *testing.T) {
+	a, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	gpu00 := models.Subject{Kind: models.SubjectClient, ID: "gpu00"}
+	for s := range 30 {
+		write := 0.0
+		switch {
+		case s >= 10 && s <= 12, s == 21 || s == 22:
+			write = 10e9
+		case s == 20:
+			write = 1e9 // the burst's first second in the tick's rate
+		}
+		a.q = exprQuerier{a.ckpt.query(): {series("", write, "node", "gpu00")}}
+		fs, err := a.ckpt.Run(ctx, t0.Add(time.Duration(s)*10*time.Second))
+		if err != nil {
+			t.Fatalf("tick %d: %v", s, err)
+		}
+		burst := false
+		for _, f := range fs {
+			burst = burst || f.Kind == "checkpoint_burst" && f.Active()
+		}
+		got := a.CheckpointsWriting()
+		switch {
+		case s == 20:
+			if burst {
+				t.Fatalf("tick 20 has an active checkpoint_burst finding; the test wants a burst's first seconds before it")
+			}
+			if len(got) != 1 || got[0] != gpu00 {
+				t.Errorf("tick 20 (write rate rising, no finding yet): writing %v; want [%v]", got, gpu00)
+			}
+		case s == 21 || s == 22:
+			if len(got) != 1 || got[0] != gpu00 {
+				t.Errorf("tick %d (in the burst): writing %v; want [%v]", s, got, gpu00)
+			}
+		case s < 10 || s > 15 && s < 20 || s > 25:
+			if len(got) != 0 {
+				t.Errorf("tick %d (idle): writing %v; want none", s, got)
+			}
+		}
+	}
+}
