@@ -163,6 +163,10 @@ type Engine struct {
 	due      map[string]time.Time // next reconcile time per open action
 	inflight map[string]bool      // keys a worker is reconciling
 	paused   map[string]string    // moves whose data movement is paused for a checkpoint window → why
+	// writing is the last tick each group was seen writing a checkpoint
+	// (burst finding or write rate), subject → time: its window lasts
+	// checkpoint_margin past it
+	writing map[string]time.Time
 	findings map[string]models.Finding
 	ended    map[string]time.Time // subject key → end of its last action
 	devs     map[string]Device    // last device table, by id
@@ -247,6 +251,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.raReports = map[string]raReport{}
 	e.raBurst = map[string]time.Time{}
 	e.paused = map[string]string{}
+	e.writing = map[string]time.Time{}
 	if e.opts.Load != nil {
 		as, err := e.opts.Load()
 		if err != nil {

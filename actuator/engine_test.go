@@ -478,7 +478,8 @@ func (r *rig) copying() (n int) {
 // a group writing (Options.Writing: a burst's first seconds, before its
 // checkpoint_burst finding), running non-urgent copies pause, new moves
 // wait, and the hold names the guard and the live write rate; when the
-// writing stops and the margin passes, they resume and finish.
+// writing stops they stay paused for checkpoint_margin, then resume and
+// finish.
 func TestEngineCheckpointPausesOnWriteRate(t *testing.T) {
 	var writing []models.Subject
 	r, heat, hot := copyingRig(t, func(o *Options) { o.Writing = func() []models.Subject { return writing } })
@@ -511,6 +512,13 @@ func TestEngineCheckpointPausesOnWriteRate(t *testing.T) {
 		}
 	}
 	writing = nil
+	r.runFor(2, heat, hot) // 20 s, inside the 30 s margin
+	r.m.mu.Lock()
+	paused = len(r.m.paused)
+	r.m.mu.Unlock()
+	if n := r.copying(); paused == 0 || paused != n {
+		t.Errorf("%d copies paused 20 s after the writing stopped; want the %d running held for checkpoint_margin", paused, n)
+	}
 	r.runFor(60, heat, hot)
 	for _, mv := range r.moves() {
 		if mv.State != models.ActionSucceeded {

@@ -56,20 +56,26 @@ const (
 	windowForecast = "predicted by checkpoint_forecast"
 	windowBurst    = "under way: checkpoint_burst"
 	windowWriting  = "under way: write rate above idle now"
+	windowEnded    = "ended: checkpoint_margin past its last tick"
 )
 
 func (e *Engine) newGuards(now time.Time) *guards {
 	g := &guards{e: e, now: now, perDev: map[string]int{}, perDS: map[string]int{}, dsOf: map[string]string{}, files: map[string]bool{}}
 	margin := time.Duration(e.cfg.Budgets.CheckpointMargin)
+	var writing []models.Subject
 	if e.opts.Writing != nil {
 		// the checkpoint stage's live state: a group writing a burst now,
 		// confirmed or in its first seconds (no finding yet)
-		for _, s := range e.opts.Writing() {
-			g.windows = append(g.windows, window{from: now, to: now.Add(margin), subject: s.String(), source: windowWriting})
-		}
+		writing = e.opts.Writing()
 	}
 	e.mu.Lock()
 	g.ahead = e.tickGap
+	seen := map[string]bool{}
+	for _, s := range writing {
+		seen[s.String()] = true
+		e.writing[s.String()] = now
+		g.windows = append(g.windows, window{from: now, to: now.Add(margin), subject: s.String(), source: windowWriting})
+	}
 	defer e.mu.Unlock()
 	for id, d := range e.devs {
 		g.dsOf[id] = d.DS
@@ -93,6 +99,8 @@ func (e *Engine) newGuards(now time.Time) *guards {
 		if f.Kind == "checkpoint_burst" {
 			// a burst seen under way is a checkpoint window too, also
 			// before any forecast exists (the first bursts of a job)
+			seen[f.Subject.String()] = true
+			e.writing[f.Subject.String()] = now
 			g.windows = append(g.windows, window{from: f.Start.Add(-margin), to: now.Add(margin), subject: f.Subject.String(), source: windowBurst})
 			continue
 		}
@@ -115,6 +123,17 @@ func (e *Engine) newGuards(now time.Time) *guards {
 				subject: f.Subject.String(),
 				source:  windowForecast,
 			})
+		}
+	}
+	// a burst seen at an earlier tick keeps its window for the margin
+	// past the last tick it was seen (its finding ended, its writes
+	// stopped): copies resume checkpoint_margin after it
+	for s, at := range e.writing {
+		switch {
+		case now.Sub(at) >= margin || now.Before(at):
+			delete(e.writing, s)
+		case !seen[s]:
+			g.windows = append(g.windows, window{from: at, to: at.Add(margin), subject: s, source: windowEnded})
 		}
 	}
 	// e.findings is a map: in its order, which of two overlapping windows
