@@ -118,11 +118,12 @@ func (l clientLatency) slowSide() bool {
 }
 
 // latencyWithout is the mean read latency of a device or DS over the
-// tick's reads of the clients not slow on their own side; NaN when none
-// of them read it. l.latency() when no client is excluded.
-func latencyWithout(l *subjectLoad, reads map[clientSubject]readSums, excluded []string) float64 {
+// tick's reads of the clients not slow on their own side, and how many
+// reads that mean is over; NaN (and 0) when none of them read it.
+// l.latency() when no client is excluded.
+func latencyWithout(l *subjectLoad, reads map[clientSubject]readSums, excluded []string) (float64, float64) {
 	if len(excluded) == 0 {
-		return l.latency()
+		return l.latency(), max(l.opsDone, 0)
 	}
 	secs, ops := l.completion, l.opsDone
 	for _, c := range excluded {
@@ -130,7 +131,7 @@ func latencyWithout(l *subjectLoad, reads map[clientSubject]readSums, excluded [
 		secs, ops = secs-r.secs, ops-r.ops
 	}
 	if ops <= 0.5 {
-		return math.NaN()
+		return math.NaN(), 0
 	}
-	return max(secs, 0) / ops
+	return max(secs, 0) / ops, ops
 }

@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -71,21 +72,8 @@ func TestHotspotFindsSaturatedNetworkPaths(t *testing.T) {
 	var hot []string
 	var summaries []string
 	for s := range 5 {
-		now := t0.Add(time.Duration(s) * 10 * time.Second)
-		a.q = q
-		a.stripes.tick = slices.Clone(tick)
-		if _, err := a.ident.Run(context.Background(), now); err != nil {
-			t.Fatal(err)
-		}
-		fs, err := a.hot.Run(context.Background(), now)
-		if err != nil {
-			t.Fatalf("tick %d: hotspot stage: %v", s, err)
-		}
-		if _, err := a.st.Run(context.Background(), now); err != nil {
-			t.Fatalf("tick %d: starvation stage: %v", s, err)
-		}
 		hot, summaries = hot[:0], summaries[:0]
-		for _, f := range fs {
+		for _, f := range hotspotTick(t, a, s, q, tick) {
 			if f.Active() {
 				hot = append(hot, f.Subject.String())
 				summaries = append(summaries, f.Summary)
@@ -103,4 +91,106 @@ func TestHotspotFindsSaturatedNetworkPaths(t *testing.T) {
 			t.Errorf("summary %q; want it to start %q", summaries[i], want)
 		}
 	}
+}
+
+// TestAFewReadsDoNotMakeAPathSlow: eight DSs of one pool, four drives
+// each, read evenly by four GPU nodes at 1 ms. For one tick reads pause
+// (a synchronous checkpoint stopped the job) and only ds00's drives
+// complete one read each, at 8 ms behind the checkpoint's writes; then
+// reads go on at 1 ms everywhere. The smoothed latency weighs reads, so
+// those four reads do not make ds00's devices slow, and the hotspot stage
+// reports no network path. Before, the tick moved the average like any
+// other (to 2.98 ms, then 2.42 ms), against peers whose average had no
+// such tick, and ds00's path was reported from two ticks later.
+func TestAFewReadsDoNotMakeAPathSlow(t *testing.T) {
+	var up []storage.Series
+	var normal, blip []models.StripeDelta
+	for i := range 8 {
+		ds := fmt.Sprintf("ds%02d", i)
+		up = append(up, series("up", 1, "node", ds, "pool", "fast"))
+		for k := range 4 {
+			dev := fmt.Sprintf("%s/nvme%dn1", ds, k)
+			for c := range 4 {
+				normal = append(normal, read(fmt.Sprintf("gpu%02d", c), dev, ds, 500, 1<<20, time.Millisecond))
+			}
+			if i == 0 {
+				blip = append(blip, read("gpu00", dev, ds, 1, 1<<20, 8*time.Millisecond))
+			}
+		}
+	}
+	a, err := New(nil, nil, Options{ScrapeInterval: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := exprQuerier{upQuery: up}
+	for s := range 9 {
+		tick := normal
+		if s == 4 {
+			tick = blip
+		}
+		for _, f := range hotspotTick(t, a, s, q, tick) {
+			if f.Active() {
+				t.Errorf("tick %d: %s %q; want no hotspot", s, f.Subject, f.Summary)
+			}
+		}
+		if s == 4 {
+			dev := models.Subject{Kind: models.SubjectDevice, ID: "ds00/nvme0n1"}
+			if got := a.st.latency[dev]; got > 1.2e-3 {
+				t.Errorf("ds00/nvme0n1's smoothed latency after one read at 8 ms among 2,000 a tick at 1 ms: %.2f ms; want under 1.2 ms", got*1e3)
+			}
+		}
+	}
+}
+
+// TestLatencyAverageWeighsReads: a device reading 2,000 times a 10 s tick
+// at 1 ms. A tick of 4 reads at 8 ms hardly moves its average; a slow
+// path's first tick, 1,500 reads at 8 ms (fewer reads, more read time),
+// moves it as a 30 s time average does; so does the first tick after a
+// fault, 2,500 reads at 1 ms (more reads, less read time).
+func TestLatencyAverageWeighsReads(t *testing.T) {
+	const dt = 10.0
+	w := 1 - math.Exp(-dt/latencySmoothing.Seconds())
+	var steady latencyAvg
+	ok := false
+	for range 10 {
+		steady, ok = steady.add(ok, 1e-3, 2000, dt, w), true
+	}
+	if got := steady.add(true, 8e-3, 4, dt, w).mean; got > 1.05e-3 {
+		t.Errorf("after 4 reads at 8 ms: %.3f ms; want under 1.05 ms", got*1e3)
+	}
+	slow := steady.add(true, 8e-3, 1500, dt, w)
+	if want := 1e-3 + w*7e-3; math.Abs(slow.mean-want) > 1e-9 {
+		t.Errorf("after 1,500 reads at 8 ms: %.3f ms; want %.3f ms, as a time average", slow.mean*1e3, want*1e3)
+	}
+	for range 20 {
+		slow = slow.add(true, 8e-3, 1500, dt, w)
+	}
+	back := slow.add(true, 1e-3, 2500, dt, w)
+	if want := slow.mean + w*(1e-3-slow.mean); math.Abs(back.mean-want) > 1e-9 {
+		t.Errorf("after 2,500 reads at 1 ms: %.3f ms; want %.3f ms, as a time average", back.mean*1e3, want*1e3)
+	}
+	if got := (latencyAvg{}).add(false, math.NaN(), 0, dt, w); !math.IsNaN(got.mean) {
+		t.Errorf("no reads ever: mean %v; want NaN", got.mean)
+	}
+}
+
+// hotspotTick runs the identity, hotspot and starvation stages for the
+// s-th 10 s tick on q's answers and the tick's stripe deltas, and returns
+// the hotspot stage's findings.
+func hotspotTick(t *testing.T, a *Analysis, s int, q Querier, tick []models.StripeDelta) []models.Finding {
+	t.Helper()
+	now := t0.Add(time.Duration(s) * 10 * time.Second)
+	a.q = q
+	a.stripes.tick = slices.Clone(tick)
+	if _, err := a.ident.Run(context.Background(), now); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := a.hot.Run(context.Background(), now)
+	if err != nil {
+		t.Fatalf("tick %d: hotspot stage: %v", s, err)
+	}
+	if _, err := a.st.Run(context.Background(), now); err != nil {
+		t.Fatalf("tick %d: starvation stage: %v", s, err)
+	}
+	return fs
 }

@@ -18,6 +18,55 @@ import (
 // starvation stage gives the analyzer.
 const latencySmoothing = 30 * time.Second
 
+// latencyAvg is a subject's smoothed read latency (mean, seconds) and its
+// recent reads and read time per second, averaged alike.
+type latencyAvg struct {
+	mean, ops, secs float64
+}
+
+// add blends a tick of dt seconds whose n reads took lat on average into
+// the average, w being the tick's 1 − e^(−dt/latencySmoothing). A tick
+// that carried at least the recent reads per second, or at least the
+// recent read time per second, moves the mean by w, as a plain time
+// average; one that carried less of both moves it by w times the larger
+// share: what a handful of reads took says little next to the thousands
+// a tick usually brings. A device whose job paused for a synchronous
+// checkpoint and that completed one read in the tick, queued behind the
+// checkpoint's writes, is then not slow for the next minute on that one
+// read against peers that completed none (port-saturation, seed 1: ds00's
+// drives, 1–3 reads at 1.6 ms against ~20,000 at 0.2 ms in the ticks
+// before and after, read 0.5 ms for three ticks and made a network path
+// finding). Either share counts in full because each alone is biased: a
+// slow path completes fewer reads (a client keeps so many in flight), so
+// a fault's first ticks carry fewer reads but more read time, and the
+// ticks after it more reads in less time. A tick with no reads (NaN, n 0)
+// leaves the mean and lets the rates decay. The first reads set it.
+func (l latencyAvg) add(ok bool, lat, n, dt, w float64) latencyAvg {
+	has := !math.IsNaN(lat) && n > 0
+	opsRate, secsRate := 0.0, 0.0
+	if has && dt > 0 {
+		opsRate, secsRate = n/dt, n*lat/dt
+	}
+	if !ok || math.IsNaN(l.mean) {
+		if !has {
+			return latencyAvg{mean: math.NaN()}
+		}
+		return latencyAvg{mean: lat, ops: opsRate, secs: secsRate}
+	}
+	if has {
+		f := 1.0
+		if l.ops > 0 && l.secs > 0 && opsRate > 0 {
+			f = min(1, max(opsRate/l.ops, secsRate/l.secs))
+		}
+		l.mean += w * f * (lat - l.mean)
+	}
+	if dt > 0 {
+		l.ops += w * (opsRate - l.ops)
+		l.secs += w * (secsRate - l.secs)
+	}
+	return l
+}
+
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
@@ -122,6 +171,8 @@ type starvationStage struct {
 	minutes map[time.Time]map[string]float64
 	parents map[models.Subject]models.Subject // device → DS
 	latency map[models.Subject]float64        // smoothed read latency
+	// latAvg is what latency is averaged from (latencyAvg.add).
+	latAvg map[models.Subject]latencyAvg
 	// clientLat is each client's smoothed read latency against the other
 	// clients' on the same devices (clientside.go).
 	clientLat map[string]clientLatency
@@ -145,7 +196,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
+	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, latAvg: map[models.Subject]latencyAvg{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
 		episodes: map[string]starvation.Episode{}, seen: map[string]bool{}}, nil
 }
 
@@ -232,9 +283,10 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	// One tick's mean read latency is a handful of requests on a quiet
 	// device; smoothing it over latencySmoothing keeps one slow burst of
 	// requests from reading as a slow device.
-	w := 1.0
+	w, dt := 1.0, 0.0
 	if !s.last.IsZero() {
-		w = 1 - math.Exp(-now.Sub(s.last).Seconds()/latencySmoothing.Seconds())
+		dt = now.Sub(s.last).Seconds()
+		w = 1 - math.Exp(-dt/latencySmoothing.Seconds())
 	}
 	s.last = now
 	down := s.downRule()
@@ -266,11 +318,12 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	}
 	sort.Strings(excluded)
 	for _, l := range s.a.hot.loads {
-		lat := latencyWithout(l, reads, excluded)
-		if prev, ok := s.latency[l.subject]; ok && !math.IsNaN(lat) {
-			lat = prev + w*(lat-prev)
-		}
+		lat, n := latencyWithout(l, reads, excluded)
+		avg, ok := s.latAvg[l.subject]
+		avg = avg.add(ok, lat, n, dt, w)
+		s.latAvg[l.subject] = avg
 		if !math.IsNaN(lat) {
+			lat = avg.mean
 			s.latency[l.subject] = lat
 		}
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: util(l.subject),
