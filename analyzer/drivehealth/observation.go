@@ -14,6 +14,7 @@ package drivehealth
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -98,6 +99,36 @@ func NewObservation(t time.Time, p Protocol) Observation {
 
 // known reports whether v was reported.
 func known(v float64) bool { return !math.IsNaN(v) }
+
+// failureEvidence are the fields the failure-risk rules judge by their
+// level or the drive's own verdict: SMART status, NVMe critical warning,
+// spare and its threshold, and the error counters (media errors,
+// reallocated and pending sectors). The error-information log is left out:
+// most of its entries are harmless command errors.
+var failureEvidence = []field{fSMARTPassed, fCriticalBits, fSpare, fSpareThreshold, fMediaErrors, fReallocated, fPending}
+
+// EvidenceChanged reports whether cur shows failure evidence that prev did
+// not: a changed SMART verdict, critical warning, spare or spare threshold,
+// a changed error counter (media errors, reallocated or pending sectors),
+// or an ATA attribute newly at or below its threshold. Counters that move
+// on every healthy drive (data units, power-on time, temperature, the
+// error-information log) are not evidence. cur may be a partial reading
+// (EvidenceSeries only): a field unknown in cur is no evidence. A caller
+// that reads drives more often than it assesses them uses it to judge such
+// a drive at once.
+func EvidenceChanged(prev, cur Observation) bool {
+	for _, f := range failureEvidence {
+		if v := f(&cur); known(v) && v != f(&prev) { // a NaN in prev differs too
+			return true
+		}
+	}
+	for _, id := range cur.FailingAttributes {
+		if !slices.Contains(prev.FailingAttributes, id) {
+			return true
+		}
+	}
+	return false
+}
 
 // field selects one numeric field of an Observation; rules and features use
 // it to walk a history without repeating the loop for every counter.

@@ -95,6 +95,22 @@ var SeriesNames = []string{
 	models.MetricSCSIGrownDefects, models.MetricSCSIUncorrected,
 }
 
+// EvidenceSeries and EvidenceATAAttributes are the few series that carry
+// a drive's failure evidence between full readings: its SMART verdict
+// (which for NVMe is "no critical-warning bit set"), its media errors and
+// SCSI grown defects, and the ATA attributes of reallocated, pending and
+// uncorrectable sectors (ballast_ata_attribute_raw with these
+// attribute_id). Read through Readings, they give a partial observation
+// for EvidenceChanged: a caller can watch them every scrape at a fraction
+// of the cost of every series.
+var (
+	EvidenceSeries = []string{
+		models.MetricDriveSmartHealthy, models.MetricNVMeMediaErrors,
+		models.MetricSCSIGrownDefects, models.MetricSCSIUncorrected,
+	}
+	EvidenceATAAttributes = []int{5, 187, 197, 198}
+)
+
 var usedSet = func() map[string]bool {
 	m := make(map[string]bool, len(SeriesNames))
 	for _, n := range SeriesNames {

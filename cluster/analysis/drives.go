@@ -3,6 +3,7 @@ package analysis
 import (
 	"context"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,21 @@ import (
 // latest value of the last 30 s (a drive that dropped off the bus then has
 // none, rather than five minutes of stale ones from the default lookback).
 var smartQuery = `last_over_time({__name__=~"` + strings.Join(drivehealth.SeriesNames, "|") + `"}[30s]) keep_metric_names`
+
+// evidenceQuery reads only the series of drivehealth.EvidenceSeries and
+// EvidenceATAAttributes, the way smartQuery reads every series: what the
+// stage watches every tick between assessments (about a tenth of
+// smartQuery's series on NVMe drives).
+var evidenceQuery = `last_over_time({__name__=~"` + strings.Join(drivehealth.EvidenceSeries, "|") + `"}[30s]) keep_metric_names or ` +
+	`last_over_time(` + models.MetricATAAttributeRaw + `{attribute_id=~"` + joinInts(drivehealth.EvidenceATAAttributes, "|") + `"}[30s]) keep_metric_names`
+
+func joinInts(v []int, sep string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, sep)
+}
 
 // maxDriveHistory bounds the observations kept per drive; thinDriveHistory
 // keeps it there while covering the rules' long window.
@@ -37,8 +53,10 @@ type driveStage struct {
 	model   *drivehealth.Model
 	rules   drivehealth.RuleOptions
 	history map[string][]drivehealth.Observation
-	next    time.Time
-	cl      closer
+	// atRisk holds the drives the last assessment found at risk.
+	atRisk map[string]bool
+	next   time.Time
+	cl     closer
 }
 
 func newDriveStage(a *Analysis) (*driveStage, error) {
@@ -46,7 +64,7 @@ func newDriveStage(a *Analysis) (*driveStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &driveStage{a: a, model: m, rules: drivehealth.DefaultRuleOptions(), history: map[string][]drivehealth.Observation{}}, nil
+	return &driveStage{a: a, model: m, rules: drivehealth.DefaultRuleOptions(), history: map[string][]drivehealth.Observation{}, atRisk: map[string]bool{}}, nil
 }
 
 func (d *driveStage) Name() string { return "drivehealth" }
@@ -102,10 +120,23 @@ func thinDriveHistory(h []drivehealth.Observation, now time.Time, opt drivehealt
 // Run assesses the drives every DriveEvery; until the first drive has been
 // seen it reads every tick, so that a freshly started mds judges its
 // agents' drives as soon as their first scrape lands, not a DriveEvery
-// later.
+// later. Between assessments it reads the drives' failure evidence
+// (evidenceQuery) every tick: when a drive not yet at risk shows evidence
+// its last reading did not (drivehealth.EvidenceChanged: a new media error,
+// a SMART verdict, reallocated or pending sectors), every drive is read and
+// assessed at once, rather than up to DriveEvery after the agent showed
+// it. A drive already at risk waits for the next assessment, so a drive
+// whose errors grow every scrape does not fill its history with a reading
+// a tick.
 func (d *driveStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
 	if now.Before(d.next) && len(d.history) > 0 {
-		return nil, nil
+		ev, err := d.a.q.Query(ctx, evidenceQuery, now)
+		if err != nil {
+			return nil, err
+		}
+		if !d.newEvidence(readSmart(ev, now, d.a.ids)) {
+			return nil, nil
+		}
 	}
 	d.next = now.Add(d.a.opts.DriveEvery)
 	series, err := d.a.q.Query(ctx, smartQuery, now)
@@ -121,8 +152,30 @@ func (d *driveStage) Run(ctx context.Context, now time.Time) ([]models.Finding, 
 	}
 	sort.Strings(ids)
 	var fs []models.Finding
+	clear(d.atRisk)
 	for _, id := range ids {
-		fs = append(fs, drivehealth.Analyze(id, d.history[id], now, d.model, d.rules)...)
+		for _, f := range drivehealth.Analyze(id, d.history[id], now, d.model, d.rules) {
+			if f.Kind == drivehealth.KindFailureRisk {
+				d.atRisk[id] = true
+			}
+			fs = append(fs, f)
+		}
 	}
 	return d.cl.update(now, fs), nil
+}
+
+// newEvidence reports whether a drive not at risk shows failure evidence
+// in read (a partial reading) that its last full reading did not; a drive
+// seen for the first time counts.
+func (d *driveStage) newEvidence(read map[string]drivehealth.Observation) bool {
+	for id, o := range read {
+		if d.atRisk[id] {
+			continue
+		}
+		h := d.history[id]
+		if len(h) == 0 || drivehealth.EvidenceChanged(h[len(h)-1], o) {
+			return true
+		}
+	}
+	return false
 }

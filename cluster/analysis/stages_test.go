@@ -263,8 +263,89 @@ func TestDriveStageJudgesEveryProtocol(t *testing.T) {
 	if len(got) != len(want) || got["ds01/nvme0"] != want["ds01/nvme0"] || got["ds05/sda"] != want["ds05/sda"] {
 		t.Errorf("failure findings %v; want %v (the noisy-log NVMe quiet)", got, want)
 	}
-	if _, err := a.dh.Run(ctx, t0.Add(2*time.Second)); err != nil || q.queries != 2 {
-		t.Errorf("queries %d (%v); want 2: once drives are known, the stage waits DriveEvery", q.queries, err)
+	if fs, err := a.dh.Run(ctx, t0.Add(2*time.Second)); err != nil || len(fs) != 0 || len(a.dh.history["ds05/nvme1"]) != 1 {
+		t.Errorf("unchanged drives a tick later: findings %v (%v), %d readings kept; want none and 1: once drives are known, the stage assesses every DriveEvery",
+			fs, err, len(a.dh.history["ds05/nvme1"]))
+	}
+}
+
+// evidenceQuerier answers smartQuery with every series and evidenceQuery
+// with those of drivehealth.EvidenceSeries, as the store would.
+type evidenceQuerier struct {
+	series []storage.Series
+}
+
+func (f *evidenceQuerier) Query(_ context.Context, expr string, _ time.Time) ([]storage.Series, error) {
+	switch expr {
+	case smartQuery:
+		return f.series, nil
+	case evidenceQuery:
+		var out []storage.Series
+		for _, s := range f.series {
+			if slices.Contains(drivehealth.EvidenceSeries, s.Name) {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unexpected query %q", expr)
+}
+
+// TestDriveStageJudgesNewEvidenceAtOnce: a drive whose first media error
+// shows between two assessments is reported at that tick, not up to
+// DriveEvery later; a drive already at risk whose errors keep growing
+// waits for the next assessment, and a reading that missed a series or
+// only moved the error-information log adds nothing.
+func TestDriveStageJudgesNewEvidenceAtOnce(t *testing.T) {
+	drive := func(node string, media, errLog float64) []storage.Series {
+		return []storage.Series{
+			series("ballast_drive_info", 1, "node", node, "device", "nvme0", "protocol", "NVMe"),
+			series("ballast_drive_smart_healthy", 1, "node", node, "device", "nvme0"),
+			series("ballast_nvme_media_errors_total", media, "node", node, "device", "nvme0"),
+			series("ballast_nvme_error_log_entries_total", errLog, "node", node, "device", "nvme0"),
+		}
+	}
+	q := &evidenceQuerier{}
+	a, err := New(q, nil, Options{DriveEvery: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	risk := func(at time.Duration) []string {
+		t.Helper()
+		fs, err := a.dh.Run(ctx, t0.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range fs {
+			if f.Kind == drivehealth.KindFailureRisk && f.Active() {
+				ids = append(ids, f.Subject.ID)
+			}
+		}
+		return ids
+	}
+	q.series = append(drive("ds01", 0, 3), drive("ds02", 0, 0)...)
+	if got := risk(0); len(got) != 0 {
+		t.Fatalf("healthy drives at first sight: %v at risk", got)
+	}
+	// The error-information log alone, then a reading without ds02's
+	// media-error series: neither is failure evidence.
+	q.series = append(drive("ds01", 0, 9), drive("ds02", 0, 0)[:3]...)
+	if got := risk(10 * time.Second); len(got) != 0 || len(a.dh.history["ds01/nvme0"]) != 1 {
+		t.Fatalf("no new evidence: %v at risk, %d readings; want none and 1", got, len(a.dh.history["ds01/nvme0"]))
+	}
+	q.series = append(drive("ds01", 0, 9), drive("ds02", 1, 1)...)
+	if got := risk(20 * time.Second); len(got) != 1 || got[0] != "ds02/nvme0" {
+		t.Fatalf("first media error of ds02 at 20 s: at risk %v; want [ds02/nvme0] at once, not at the next assessment (60 s)", got)
+	}
+	q.series = append(drive("ds01", 0, 9), drive("ds02", 5, 6)...)
+	if fs, err := a.dh.Run(ctx, t0.Add(30*time.Second)); err != nil || len(fs) != 0 || len(a.dh.history["ds02/nvme0"]) != 2 {
+		t.Errorf("growing errors of a drive at risk at 30 s: %v (%v), %d readings; want nothing until the next assessment, 2 readings",
+			fs, err, len(a.dh.history["ds02/nvme0"]))
+	}
+	if got := risk(80 * time.Second); len(got) != 1 || len(a.dh.history["ds02/nvme0"]) != 3 {
+		t.Errorf("next assessment at 80 s: at risk %v, %d readings; want ds02 still, 3 readings", got, len(a.dh.history["ds02/nvme0"]))
 	}
 }
 
