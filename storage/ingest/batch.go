@@ -15,7 +15,6 @@ package ingest
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/decimal"
@@ -65,6 +64,12 @@ type Batch struct {
 	pbuf    []prompb.Label
 	psmp    []prompb.Sample
 	pts     []prompb.TimeSeries
+
+	// Scratch of Samples: the bytes of every string, where each starts,
+	// each row's label count.
+	sbuf   []byte
+	spans  []int
+	counts []int
 
 	// names holds the rows' names encoded for lib/storage
 	// (MarshalMetricNameRaw), once per series, while the batch has no
@@ -147,51 +152,45 @@ func (b *Batch) rowLabels(r *row) []models.Label {
 //
 // Every string is copied into one block and every label into one slice
 // (each sample's labels capped at their length, so an append to them
-// copies): three allocations per call instead of three per label. The
+// copies): three allocations per call instead of three per label, and
+// each row's labels (the extra ones applied) are made once. The
 // twin's scrapes go through here, and a string and a slice apiece were
 // most of their allocations. The samples share the block, so one kept
 // keeps the call's strings alive.
 func (b *Batch) Samples() []models.Sample {
-	out := make([]models.Sample, len(b.rows))
-	size, nl := 0, 0
-	for i := range b.rows {
-		r := &b.rows[i]
-		size += len(r.name)
-		for _, l := range b.rowLabels(r) {
-			size += len(l.Name) + len(l.Value)
-			nl++
-		}
-	}
-	var sb strings.Builder
-	sb.Grow(size)
-	type span struct{ at, n int }
-	spans := make([]span, 0, len(b.rows)+2*nl)
+	// One pass gathers the bytes (in scratch kept by b) and where each
+	// string lies; the block is then one string, sliced.
+	buf, spans, counts := b.sbuf[:0], b.spans[:0], b.counts[:0]
 	put := func(s string) {
-		spans = append(spans, span{sb.Len(), len(s)})
-		sb.WriteString(s)
+		spans = append(spans, len(buf))
+		buf = append(buf, s...)
 	}
+	nl := 0
 	for i := range b.rows {
 		r := &b.rows[i]
 		put(r.name)
-		for _, l := range b.rowLabels(r) {
+		ls := b.rowLabels(r)
+		for _, l := range ls {
 			put(l.Name)
 			put(l.Value)
 		}
+		counts = append(counts, len(ls))
+		nl += len(ls)
 	}
-	block := sb.String()
+	spans = append(spans, len(buf))
+	block := string(buf)
+	b.sbuf, b.spans, b.counts = buf, spans, counts
 	str := func() string {
-		sp := spans[0]
+		s := block[spans[0]:spans[1]]
 		spans = spans[1:]
-		return block[sp.at : sp.at+sp.n]
+		return s
 	}
+	out := make([]models.Sample, len(b.rows))
 	labels := make([]models.Label, nl)
 	for i := range b.rows {
 		r := &b.rows[i]
 		name := str()
-		n := int(r.lend - r.lstart)
-		if len(b.extra) > 0 {
-			n = len(b.rowLabels(r))
-		}
+		n := counts[i]
 		ls := labels[:n:n]
 		labels = labels[n:]
 		for j := range ls {
