@@ -256,6 +256,9 @@ func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding
 		}
 		in.Loads = append(in.Loads, ld)
 	}
+	if h.a.st != nil {
+		h.a.st.observeLatency(now) // this tick's latencies for the paths
+	}
 	in.Paths = h.netPaths(util, reads)
 	if err := h.det.Observe(now, in); err != nil {
 		return nil, err

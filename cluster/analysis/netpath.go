@@ -15,8 +15,9 @@ import (
 // slow on their own side left out, each client's latency against the
 // other clients' on the same devices, the DS-to-device topology and the
 // agents' NIC utilisation. The starvation stage runs after this one (it
-// needs this stage's findings), so these are as of the previous tick: one
-// tick late, within the analyzer's EnterAfter. Added here: the tick's
+// needs this stage's findings); the hotspot stage has it update the
+// latencies for this tick first (observeLatency), while the topology and
+// NIC utilisation are as of the previous tick. Added here: the tick's
 // drive utilisation (the hotspot stage's query) and which subjects read
 // at all this tick, so a DS or client gone quiet is not judged on its
 // last latency.

@@ -103,20 +103,10 @@ func TestHotspotFindsSaturatedNetworkPaths(t *testing.T) {
 // other (to 2.98 ms, then 2.42 ms), against peers whose average had no
 // such tick, and ds00's path was reported from two ticks later.
 func TestAFewReadsDoNotMakeAPathSlow(t *testing.T) {
-	var up []storage.Series
-	var normal, blip []models.StripeDelta
-	for i := range 8 {
-		ds := fmt.Sprintf("ds%02d", i)
-		up = append(up, series("up", 1, "node", ds, "pool", "fast"))
-		for k := range 4 {
-			dev := fmt.Sprintf("%s/nvme%dn1", ds, k)
-			for c := range 4 {
-				normal = append(normal, read(fmt.Sprintf("gpu%02d", c), dev, ds, 500, 1<<20, time.Millisecond))
-			}
-			if i == 0 {
-				blip = append(blip, read("gpu00", dev, ds, 1, 1<<20, 8*time.Millisecond))
-			}
-		}
+	up, normal := evenPool(func(int) time.Duration { return time.Millisecond })
+	var blip []models.StripeDelta
+	for k := range 4 {
+		blip = append(blip, read("gpu00", fmt.Sprintf("ds00/nvme%dn1", k), "ds00", 1, 1<<20, 8*time.Millisecond))
 	}
 	a, err := New(nil, nil, Options{ScrapeInterval: 10 * time.Second})
 	if err != nil {
@@ -193,4 +183,60 @@ func hotspotTick(t *testing.T, a *Analysis, s int, q Querier, tick []models.Stri
 		t.Fatalf("tick %d: starvation stage: %v", s, err)
 	}
 	return fs
+}
+
+// TestNetworkPathJudgedOnThisTick: eight DSs of one pool read evenly at
+// 1 ms; from the fourth tick every read of ds03 takes 8 ms (its port
+// filled by traffic the mds does not see). The hotspot stage judges the
+// path on the tick's smoothed latency, so ds03's finding is confirmed at
+// the fifth tick (EnterAfter 10 s: the second slow tick). Before, the
+// paths read the starvation stage's latency of the previous tick, which
+// runs after the hotspot stage, and the finding came a tick later.
+func TestNetworkPathJudgedOnThisTick(t *testing.T) {
+	up, normal := evenPool(func(int) time.Duration { return time.Millisecond })
+	_, slow := evenPool(func(ds int) time.Duration {
+		if ds == 3 {
+			return 8 * time.Millisecond
+		}
+		return time.Millisecond
+	})
+	a, err := New(nil, nil, Options{ScrapeInterval: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := exprQuerier{upQuery: up}
+	first := -1
+	for s := range 8 {
+		tick := normal
+		if s >= 3 {
+			tick = slow
+		}
+		for _, f := range hotspotTick(t, a, s, q, tick) {
+			if f.Active() && f.Subject.String() == "ds:ds03" && first < 0 {
+				first = s
+			}
+		}
+	}
+	if first != 4 {
+		t.Errorf("ds03's network path first reported at tick %d; want 4 (slow from tick 3, confirmed on the second slow tick)", first)
+	}
+}
+
+// evenPool is eight DSs of pool fast (their up series), four drives each,
+// and a tick in which each of four GPU nodes completes 500 reads of 1 MiB
+// on every drive, those of DS i taking lat(i) each.
+func evenPool(lat func(ds int) time.Duration) ([]storage.Series, []models.StripeDelta) {
+	var up []storage.Series
+	var tick []models.StripeDelta
+	for i := range 8 {
+		ds := fmt.Sprintf("ds%02d", i)
+		up = append(up, series("up", 1, "node", ds, "pool", "fast"))
+		for k := range 4 {
+			dev := fmt.Sprintf("%s/nvme%dn1", ds, k)
+			for c := range 4 {
+				tick = append(tick, read(fmt.Sprintf("gpu%02d", c), dev, ds, 500, 1<<20, lat(i)))
+			}
+		}
+	}
+	return up, tick
 }

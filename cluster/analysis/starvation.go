@@ -180,7 +180,10 @@ type starvationStage struct {
 	// network-path judgement reads too (it runs first, so it sees the
 	// previous tick's).
 	nics nicUtils
-	last time.Time
+	// latAt is the tick observeLatency last ran for; latNow its averages
+	// of the subjects that completed reads in it.
+	latAt  time.Time
+	latNow map[models.Subject]float64
 	// episodes are every episode on its own, by id, for scoring.
 	episodes map[string]starvation.Episode
 	// seen are the GPUs the analyzer has had; a GPU not among them gets
@@ -196,7 +199,7 @@ func newStarvationStage(a *Analysis) (*starvationStage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, latAvg: map[models.Subject]latencyAvg{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
+	return &starvationStage{a: a, an: an, latency: map[models.Subject]float64{}, latAvg: map[models.Subject]latencyAvg{}, latNow: map[models.Subject]float64{}, clientLat: map[string]clientLatency{}, prev: map[string]float64{}, minutes: map[time.Time]map[string]float64{}, parents: map[models.Subject]models.Subject{},
 		episodes: map[string]starvation.Episode{}, seen: map[string]bool{}}, nil
 }
 
@@ -280,15 +283,6 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	// Health: every device and DS with LAYOUTSTATS series, and the hot
 	// stripes under their devices.
 	listed := map[models.Subject]bool{}
-	// One tick's mean read latency is a handful of requests on a quiet
-	// device; smoothing it over latencySmoothing keeps one slow burst of
-	// requests from reading as a slow device.
-	w, dt := 1.0, 0.0
-	if !s.last.IsZero() {
-		dt = now.Sub(s.last).Seconds()
-		w = 1 - math.Exp(-dt/latencySmoothing.Seconds())
-	}
-	s.last = now
 	down := s.downRule()
 	nics, err := s.nicUtil(ctx, now)
 	if err != nil {
@@ -301,30 +295,11 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 		}
 		return math.NaN()
 	}
-	// Clients slow on their own side (clientside.go): their reads are left
-	// out of the devices' and DSs' latency, which they would make look slow.
-	reads := clientReads(s.a.stripes.tick)
-	for c, l := range clientLatencies(reads) {
-		if prev, ok := s.clientLat[c]; ok {
-			l = clientLatency{own: prev.own + w*(l.own-prev.own), expected: prev.expected + w*(l.expected-prev.expected)}
-		}
-		s.clientLat[c] = l
-	}
-	var excluded []string
-	for c, l := range s.clientLat {
-		if l.slowSide() {
-			excluded = append(excluded, c)
-		}
-	}
-	sort.Strings(excluded)
+	s.observeLatency(now)
 	for _, l := range s.a.hot.loads {
-		lat, n := latencyWithout(l, reads, excluded)
-		avg, ok := s.latAvg[l.subject]
-		avg = avg.add(ok, lat, n, dt, w)
-		s.latAvg[l.subject] = avg
-		if !math.IsNaN(lat) {
-			lat = avg.mean
-			s.latency[l.subject] = lat
+		lat, ok := s.latNow[l.subject]
+		if !ok {
+			lat = math.NaN()
 		}
 		h := starvation.Health{Subject: l.subject, Parent: s.parents[l.subject], Util: util(l.subject),
 			Latency: lat, Down: down(l), Hot: s.a.hot.hotNow[l.subject]}
@@ -445,6 +420,56 @@ func (s *starvationStage) before(ctx context.Context, now time.Time, gpus []star
 		if !s.seen[g.ID] {
 			g.Before = hist[g.ID]
 			s.seen[g.ID] = true
+		}
+	}
+}
+
+// observeLatency updates, once per tick, the smoothed read latency of
+// every device and DS in the tick's loads (without the reads of clients
+// slow on their own side) and each client's latency against its peers'.
+// The hotspot stage calls it before judging network paths, so a path is
+// judged on this tick's reads, not the previous tick's (the starvation
+// stage runs after it); the starvation stage calls it too and finds it
+// done. latNow holds the tick's averages of the subjects that completed
+// reads in it.
+func (s *starvationStage) observeLatency(now time.Time) {
+	if !s.latAt.IsZero() && !now.After(s.latAt) {
+		return
+	}
+	// One tick's mean read latency is a handful of requests on a quiet
+	// device; smoothing it over latencySmoothing keeps one slow burst of
+	// requests from reading as a slow device.
+	w, dt := 1.0, 0.0
+	if !s.latAt.IsZero() {
+		dt = now.Sub(s.latAt).Seconds()
+		w = 1 - math.Exp(-dt/latencySmoothing.Seconds())
+	}
+	s.latAt = now
+	// Clients slow on their own side (clientside.go): their reads are left
+	// out of the devices' and DSs' latency, which they would make look slow.
+	reads := clientReads(s.a.stripes.tick)
+	for c, l := range clientLatencies(reads) {
+		if prev, ok := s.clientLat[c]; ok {
+			l = clientLatency{own: prev.own + w*(l.own-prev.own), expected: prev.expected + w*(l.expected-prev.expected)}
+		}
+		s.clientLat[c] = l
+	}
+	var excluded []string
+	for c, l := range s.clientLat {
+		if l.slowSide() {
+			excluded = append(excluded, c)
+		}
+	}
+	sort.Strings(excluded)
+	clear(s.latNow)
+	for _, l := range s.a.hot.loads {
+		lat, n := latencyWithout(l, reads, excluded)
+		avg, ok := s.latAvg[l.subject]
+		avg = avg.add(ok, lat, n, dt, w)
+		s.latAvg[l.subject] = avg
+		if !math.IsNaN(lat) {
+			s.latency[l.subject] = avg.mean
+			s.latNow[l.subject] = avg.mean
 		}
 	}
 }
