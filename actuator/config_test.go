@@ -43,6 +43,18 @@ func TestConfigValidateNamesFieldAndValue(t *testing.T) {
 			c.Exec.Devices = []DeviceSpec{{Device: "aa", DS: "ds1"}}
 			c.Exec.Commands = map[string][]string{"copy": {"cp", "{{.From"}}
 		}, `actuators.exec.commands.locate: must give a command`},
+		{func(c *Config) {
+			execConfig(c)
+			c.Exec.Commands["restripe_copy"] = []string{"cp"}
+		}, `actuators.exec.commands.restripe_copy: given while actuators.exec.restripe is off`},
+		{func(c *Config) {
+			execConfig(c)
+			c.Exec.Restripe = true
+		}, `actuators.exec.commands.restripe_commit: must give a command (restripe is on)`},
+		{func(c *Config) {
+			execConfig(c)
+			c.Exec.Commands["copy"] = []string{"cp", "{{.Fiel}}"}
+		}, `actuators.exec.commands.copy[1]: "{{.Fiel}}": template: :1:2: executing "" at <.Fiel>: can't evaluate field Fiel`},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)
@@ -54,6 +66,24 @@ func TestConfigValidateNamesFieldAndValue(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.Validate("actuators."); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	execConfig(&c)
+	c.Exec.Restripe = true
+	for _, s := range ExecRestripeSteps {
+		c.Exec.Commands[s] = []string{"mds-" + s, "{{.From}}", "{{.To}}"}
+	}
+	if err := c.Validate("actuators."); err != nil {
+		t.Errorf("an exec config that restripes: %v", err)
+	}
+}
+
+// execConfig makes c a valid exec driver config.
+func execConfig(c *Config) {
+	c.Driver = DriverExec
+	c.Exec.Devices = []DeviceSpec{{Device: "aa", DS: "ds1"}}
+	c.Exec.Commands = map[string][]string{}
+	for _, s := range ExecSteps {
+		c.Exec.Commands[s] = []string{"mds-" + s, "{{.File}}"}
 	}
 }
 

@@ -4,7 +4,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -35,6 +38,21 @@ type DeviceSpec struct {
 	// Path is where the files driver sees the device's export on the MDS
 	// host (the export mounted there).
 	Path string `yaml:"path"`
+}
+
+// Configured is the device s describes as a driver reports it before any
+// state was set: online (spare when s is), named "<ds>:<device>" when s
+// names it not.
+func (s DeviceSpec) Configured() Device {
+	d := Device{ID: strings.ToLower(s.Device), Name: s.Name, DS: s.DS, DSAddr: s.DSAddr, Pool: s.Pool, State: StateOnline,
+		CapacityBytes: s.CapacityBytes, BandwidthBytes: s.BandwidthBytes}
+	if d.Name == "" {
+		d.Name = s.DS + ":" + d.ID
+	}
+	if s.Spare {
+		d.State = StateSpare
+	}
+	return d
 }
 
 // FilesConfig configures the files driver: data servers whose exports are
@@ -70,11 +88,16 @@ func DefaultFilesConfig() FilesConfig {
 type ExecConfig struct {
 	Devices []DeviceSpec `yaml:"devices"`
 	// Commands maps a step (locate, stripes, copy, verify, commit, cleanup,
-	// abort, state) to an argv whose elements are Go templates (fields in
-	// docs/actions.md).
+	// abort, state; with Restripe also restripe_copy, restripe_verify,
+	// restripe_commit, restripe_cleanup, restripe_abort) to an argv whose
+	// elements are Go templates over ExecStep (docs/actions.md).
 	Commands map[string][]string `yaml:"commands"`
 	// Timeout bounds one command.
 	Timeout Duration `yaml:"timeout"`
+	// Restripe lets the driver restripe files (restripe_file) through the
+	// restripe_* commands: off by default, so that commands written for
+	// moves are never asked to restripe.
+	Restripe bool `yaml:"restripe"`
 }
 
 // DefaultExecConfig returns the exec driver's defaults.
@@ -83,6 +106,10 @@ func DefaultExecConfig() ExecConfig { return ExecConfig{Timeout: Duration(time.H
 // ExecSteps are the steps an exec config must give a command for; state
 // is optional (a DS state change is then refused).
 var ExecSteps = []string{"locate", "stripes", "copy", "verify", "commit", "cleanup", "abort"}
+
+// ExecRestripeSteps are the steps an exec config must give a command for
+// when it restripes (restripe: true), and may give only then.
+var ExecRestripeSteps = []string{"restripe_copy", "restripe_verify", "restripe_commit", "restripe_cleanup", "restripe_abort"}
 
 func validateDevices(prefix string, devs []DeviceSpec, needPath bool) []error {
 	var errs []error
@@ -137,17 +164,32 @@ func (c *ExecConfig) validate(prefix string) error {
 			errs = append(errs, fmt.Errorf("%scommands.%s: must give a command", prefix, s))
 		}
 	}
-	for step, argv := range c.Commands {
-		known := step == "state"
-		for _, s := range ExecSteps {
-			known = known || s == step
+	for _, s := range ExecRestripeSteps {
+		if c.Restripe && len(c.Commands[s]) == 0 {
+			errs = append(errs, fmt.Errorf("%scommands.%s: must give a command (restripe is on)", prefix, s))
 		}
-		if !known {
-			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state)", prefix, step, strings.Join(ExecSteps, ", ")))
+	}
+	steps := slices.Sorted(maps.Keys(c.Commands))
+	for _, step := range steps {
+		argv := c.Commands[step]
+		switch {
+		case slices.Contains(ExecRestripeSteps, step):
+			if !c.Restripe {
+				errs = append(errs, fmt.Errorf("%scommands.%s: given while %srestripe is off (turn it on to restripe files)", prefix, step, prefix))
+				continue
+			}
+		case step != "state" && !slices.Contains(ExecSteps, step):
+			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state, %s)", prefix, step, strings.Join(ExecSteps, ", "), strings.Join(ExecRestripeSteps, ", ")))
 			continue
 		}
 		for i, a := range argv {
-			if _, err := template.New("").Option("missingkey=error").Parse(a); err != nil {
+			// parsed and tried on an empty step: a field that ExecStep
+			// lacks ({{.Fiel}}) is refused here, not at the first move
+			t, err := template.New("").Option("missingkey=error").Parse(a)
+			if err == nil {
+				err = t.Execute(io.Discard, ExecStep{})
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%scommands.%s[%d]: %q: %w", prefix, step, i, a, err))
 			}
 		}

@@ -833,14 +833,22 @@ func (c *crashJournal) PutActions(as []models.Action) error {
 // failing every write after the first n (a crash), then a new engine on
 // the same journal for 12 ticks; it returns the journal's plans and its
 // actions of every kind.
-func crashAndRestart(t *testing.T, m *memMover, heat map[[2]string]float64, n int) (plans, all []models.Action) {
+func crashAndRestart(t *testing.T, m Mover, heat map[[2]string]float64, n int) (plans, all []models.Action) {
+	t.Helper()
+	return restartAfter(t, m, heat, n, false, nil)
+}
+
+// restartAfter is crashAndRestart; with kill the first engine dies
+// without its graceful stop (no abort of the copies under way, as after a
+// kill -9), and mid, when given, sees the journal between the two.
+func restartAfter(t *testing.T, m Mover, heat map[[2]string]float64, n int, kill bool, mid func(*storage.Journal)) (plans, all []models.Action) {
 	t.Helper()
 	c := rebalanceConfig(models.ModeAuto)
 	c.Move.Grace = 0
 	c.Verify.Window = Duration(time.Second)
 	hot := hotspot("d0", t0)
 	now := t0
-	run := func(j Journal, load func() ([]models.Action, error), ticks int) {
+	run := func(j Journal, load func() ([]models.Action, error), ticks int, die bool) {
 		e, err := New(Options{Config: c, Mover: m, Journal: j, Load: load, Clock: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
@@ -858,6 +866,14 @@ func crashAndRestart(t *testing.T, m *memMover, heat map[[2]string]float64, n in
 			e.wg.Wait()
 			now = now.Add(10 * time.Second)
 		}
+		if die {
+			e.mu.Lock()
+			e.started = false
+			e.cancel()
+			e.mu.Unlock()
+			e.wg.Wait()
+			return
+		}
 		e.Stop(context.Background())
 	}
 	sj, err := storage.OpenJournal(t.TempDir())
@@ -866,8 +882,11 @@ func crashAndRestart(t *testing.T, m *memMover, heat map[[2]string]float64, n in
 	}
 	defer sj.Close()
 	load := func() ([]models.Action, error) { return sj.Actions(storage.ActionFilter{}) }
-	run(&crashJournal{j: sj, left: n}, load, 6)
-	run(sj, load, 12)
+	run(&crashJournal{j: sj, left: n}, load, 6, kill)
+	if mid != nil {
+		mid(sj)
+	}
+	run(sj, load, 12, false)
 	plans, _ = sj.Actions(storage.ActionFilter{Plans: true})
 	all, _ = sj.Actions(storage.ActionFilter{})
 	return plans, all

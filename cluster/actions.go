@@ -44,18 +44,19 @@ func newMover(c *actuator.Config, rt *Runtime, log *slog.Logger) (actuator.Mover
 		// commits run under the fence beside the layout store, which both
 		// mds of an HA pair reach (docs/ha.md)
 		return files.New(files.Options{Config: c.Files, Fence: ha.FenceFile{Path: filepath.Join(c.Files.LayoutDir, "fence")}, Logger: log})
+	case actuator.DriverExec:
+		return actuator.NewExecDriver(actuator.ExecOptions{Config: c.Exec, Logger: log})
 	}
 	return nil, driverUnavailable(c.Driver)
 }
 
 // driverUnavailable says why a real mds cannot run driver: the twin's mover
-// exists only in ballast demo and eval, and the exec driver is not built
-// yet (docs/actions.md).
+// exists only in ballast demo and eval.
 func driverUnavailable(driver string) error {
 	if driver == actuator.DriverTwin {
-		return errors.New(`actuators.driver: "twin" moves data on the cluster twin, which only ballast demo and ballast eval run; use files on a real cluster`)
+		return errors.New(`actuators.driver: "twin" moves data on the cluster twin, which only ballast demo and ballast eval run; use files or exec on a real cluster`)
 	}
-	return fmt.Errorf("actuators.driver: %q is not available in this build (docs/actions.md: the exec driver is planned)", driver)
+	return fmt.Errorf("actuators.driver: %q is not available in this build (docs/actions.md)", driver)
 }
 
 // measureFunc evaluates an expression that yields one number. A top-level

@@ -337,7 +337,7 @@ func LoadMDSConfig(path string) (MDSConfig, error) {
 // twin's driver, do not call it.
 func (c *MDSConfig) CheckStart() error {
 	errs := []error{node.CheckListener(RoleMDS, c.Listen, c.Auth, c.TLS, c.HTTP)}
-	if d := c.Actuators.Driver; d == actuator.DriverTwin || d == actuator.DriverExec {
+	if d := c.Actuators.Driver; d == actuator.DriverTwin {
 		errs = append(errs, driverUnavailable(d))
 	}
 	if c.Storage.Backend == BackendRemote {

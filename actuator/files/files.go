@@ -217,14 +217,7 @@ func (d *Driver) Devices(context.Context) ([]actuator.Device, error) {
 	out := make([]actuator.Device, 0, len(d.order))
 	for _, id := range d.order {
 		s := d.devs[id]
-		dev := actuator.Device{ID: id, Name: s.Name, DS: s.DS, DSAddr: s.DSAddr, Pool: s.Pool, State: actuator.StateOnline,
-			CapacityBytes: s.CapacityBytes, BandwidthBytes: s.BandwidthBytes}
-		if dev.Name == "" {
-			dev.Name = s.DS + ":" + id
-		}
-		if s.Spare {
-			dev.State = actuator.StateSpare
-		}
+		dev := s.Configured()
 		if st, ok := states[id]; ok {
 			dev.State = st
 		}
