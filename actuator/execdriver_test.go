@@ -424,3 +424,73 @@ func TestExecDriverMovesThroughAScript(t *testing.T) {
 		t.Errorf("%d commits applied for %d moves", len(cs), moved)
 	}
 }
+
+// mutatingCalls lists the script's calls other than locate and stripes.
+func (x *execMDS) mutatingCalls() (out []string) {
+	for _, c := range x.lines("calls.log") {
+		if !strings.HasPrefix(c, "locate ") && !strings.HasPrefix(c, "stripes ") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestExecDriverRestripeModes: in dry-run the restripe is proposed and
+// the script is only asked to locate and list; in approve it waits,
+// asking nothing more, until an operator approves, then restripes.
+func TestExecDriverRestripeModes(t *testing.T) {
+	for _, mode := range []models.ActionMode{models.ModeDryRun, models.ModeApprove} {
+		t.Run(string(mode), func(t *testing.T) {
+			x := newExecMDS(t, true)
+			heat := x.hotFile()
+			j, err := storage.OpenJournal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			c := rebalanceConfig(mode)
+			c.Move.Grace = 0
+			e, err := New(Options{Config: c, Mover: x.d, Journal: j, Inline: true,
+				Load: func() ([]models.Action, error) { return j.Actions(storage.ActionFilter{}) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer e.Stop(context.Background())
+			now := t0
+			tick := func(n int) {
+				for range n {
+					var ds []models.StripeDelta
+					for k, v := range heat {
+						ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
+					}
+					e.ObserveStripes(ds)
+					e.Reconcile(context.Background(), now, []models.Finding{hotspot("d0", t0)})
+					now = now.Add(10 * time.Second)
+				}
+			}
+			tick(6)
+			rs, _ := j.Actions(storage.ActionFilter{Kind: models.ActionRestripeFile})
+			want := models.ActionProposed
+			if mode == models.ModeApprove {
+				want = models.ActionAwaitingApproval
+			}
+			if len(rs) != 1 || rs[0].State != want {
+				t.Fatalf("restripes %+v; want one %s", rs, want)
+			}
+			if m := x.mutatingCalls(); len(m) != 0 {
+				t.Fatalf("%s: the script was asked %q; want only locate and stripes", mode, m)
+			}
+			if mode == models.ModeDryRun {
+				return
+			}
+			if _, err := e.Decide(rs[0].Parent, "approve", "ops", "", now); err != nil {
+				t.Fatal(err)
+			}
+			tick(12)
+			x.checkRestriped()
+		})
+	}
+}
