@@ -88,7 +88,7 @@ func DefaultFilesConfig() FilesConfig {
 type ExecConfig struct {
 	Devices []DeviceSpec `yaml:"devices"`
 	// Commands maps a step (locate, stripes, copy, verify, commit, cleanup,
-	// abort, state; with Restripe also restripe_copy, restripe_verify,
+	// abort; state and devices optional; with Restripe also restripe_copy, restripe_verify,
 	// restripe_commit, restripe_cleanup, restripe_abort) to an argv whose
 	// elements are Go templates over ExecStep (docs/actions.md).
 	Commands map[string][]string `yaml:"commands"`
@@ -104,7 +104,8 @@ type ExecConfig struct {
 func DefaultExecConfig() ExecConfig { return ExecConfig{Timeout: Duration(time.Hour)} }
 
 // ExecSteps are the steps an exec config must give a command for; state
-// is optional (a DS state change is then refused).
+// (without it a DS state change is refused) and devices (without it the
+// device table is the config's) are optional.
 var ExecSteps = []string{"locate", "stripes", "copy", "verify", "commit", "cleanup", "abort"}
 
 // ExecRestripeSteps are the steps an exec config must give a command for
@@ -178,8 +179,8 @@ func (c *ExecConfig) validate(prefix string) error {
 				errs = append(errs, fmt.Errorf("%scommands.%s: given while %srestripe is off (turn it on to restripe files)", prefix, step, prefix))
 				continue
 			}
-		case step != "state" && !slices.Contains(ExecSteps, step):
-			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state, %s)", prefix, step, strings.Join(ExecSteps, ", "), strings.Join(ExecRestripeSteps, ", ")))
+		case step != "state" && step != "devices" && !slices.Contains(ExecSteps, step):
+			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state, devices, %s)", prefix, step, strings.Join(ExecSteps, ", "), strings.Join(ExecRestripeSteps, ", ")))
 			continue
 		}
 		for i, a := range argv {

@@ -40,7 +40,7 @@ const (
 // its argv templates ({{.File}}), the same values as BALLAST_*
 // environment variables, and the object as JSON on its stdin.
 type ExecStep struct {
-	// Step is the command's key (locate, copy, restripe_commit…).
+	// Step is the command's key (locate, devices, copy, restripe_commit…).
 	Step string `json:"step"`
 	// Move names the move or restripe, the same on every step of it and
 	// across restarts: FILE#MIRROR.COMPONENT:FROM>TO@GENERATION, a
@@ -89,8 +89,9 @@ type ExecOptions struct {
 
 // ExecDriver is the exec mover driver: a command per step (ExecConfig).
 // It keeps no state of its own beyond the device states SetState set (in
-// memory): the MDS's layout, which locate reads, says where every move
-// stands, and the engine's journal the rest.
+// memory; a devices command, when given, reports the MDS's own): the
+// MDS's layout, which locate reads, says where every move stands, and the
+// engine's journal the rest.
 type ExecDriver struct {
 	cfg    ExecConfig
 	log    *slog.Logger
@@ -133,8 +134,33 @@ func (d *ExecDriver) Capabilities() Capabilities {
 	return Capabilities{Name: DriverExec, SetState: len(d.tmpl["state"]) > 0, Restripe: d.cfg.Restripe}
 }
 
-// Devices lists the configured devices, in the states SetState gave them.
-func (d *ExecDriver) Devices(context.Context) ([]Device, error) {
+// ExecDevice is what the optional devices command prints of a device;
+// empty and zero fields keep what the config says.
+type ExecDevice struct {
+	Device        string      `json:"device"`
+	State         DeviceState `json:"state,omitempty"`
+	CapacityBytes int64       `json:"capacity_bytes,omitempty"`
+	UsedBytes     int64       `json:"used_bytes,omitempty"`
+}
+
+// Devices lists the configured devices, in the states SetState gave them;
+// with a devices command, as it reports them (state, capacity, use).
+func (d *ExecDriver) Devices(ctx context.Context) ([]Device, error) {
+	var seen map[string]ExecDevice
+	if len(d.tmpl["devices"]) > 0 {
+		out, err := d.run(ctx, ExecStep{Step: "devices"})
+		if err != nil {
+			return nil, err
+		}
+		var ds []ExecDevice
+		if err := decodeObjects(out, &ds); err != nil {
+			return nil, fmt.Errorf("cannot parse the devices command's output: %w", err)
+		}
+		seen = map[string]ExecDevice{}
+		for _, x := range ds {
+			seen[strings.ToLower(x.Device)] = x
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]Device, 0, len(d.order))
@@ -143,9 +169,44 @@ func (d *ExecDriver) Devices(context.Context) ([]Device, error) {
 		if st, ok := d.states[id]; ok {
 			dev.State = st
 		}
+		if x, ok := seen[id]; ok {
+			if x.State != "" {
+				dev.State = x.State
+			}
+			if x.CapacityBytes > 0 && dev.CapacityBytes == 0 {
+				dev.CapacityBytes = x.CapacityBytes
+			}
+			dev.UsedBytes = x.UsedBytes
+		}
 		out = append(out, dev)
 	}
 	return out, nil
+}
+
+// decodeObjects appends to *dst the JSON objects of out: an array of
+// them, or one after another.
+func decodeObjects[T any](out []byte, dst *[]T) error {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		var some []T
+		var err error
+		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
+			err = json.Unmarshal(raw, &some)
+		} else {
+			some = make([]T, 1)
+			err = json.Unmarshal(raw, &some[0])
+		}
+		if err != nil {
+			return err
+		}
+		*dst = append(*dst, some...)
+	}
 }
 
 // Stripes runs the stripes command: JSON StripeRef objects on stdout (an
@@ -156,25 +217,8 @@ func (d *ExecDriver) Stripes(ctx context.Context, device string) ([]StripeRef, e
 		return nil, err
 	}
 	var refs []StripeRef
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err == io.EOF {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("cannot parse the stripes of device %q (JSON objects): %w", device, err)
-		}
-		var some []StripeRef
-		if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '[' {
-			err = json.Unmarshal(raw, &some)
-		} else {
-			some = make([]StripeRef, 1)
-			err = json.Unmarshal(raw, &some[0])
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse the stripes of device %q: %w", device, err)
-		}
-		refs = append(refs, some...)
+	if err := decodeObjects(out, &refs); err != nil {
+		return nil, fmt.Errorf("cannot parse the stripes of device %q (JSON objects): %w", device, err)
 	}
 	for i := range refs {
 		if refs[i].Device == "" {

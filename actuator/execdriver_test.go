@@ -41,7 +41,8 @@ func newExecMDS(t *testing.T, restripe bool) *execMDS {
 	c := DefaultExecConfig()
 	c.Timeout = Duration(30 * time.Second)
 	c.Restripe = restripe
-	c.Commands = map[string][]string{"locate": cmd("locate", "{{.File}}"), "stripes": cmd("stripes", "{{.Device}}")}
+	c.Commands = map[string][]string{"locate": cmd("locate", "{{.File}}"), "stripes": cmd("stripes", "{{.Device}}"),
+		"devices": cmd("devices"), "state": cmd("state", "{{.Device}}", "{{.DS}}", "{{.State}}")}
 	for _, s := range []string{"copy", "verify", "commit", "cleanup", "abort"} {
 		c.Commands[s] = cmd(s, move...)
 	}
@@ -425,10 +426,11 @@ func TestExecDriverMovesThroughAScript(t *testing.T) {
 	}
 }
 
-// mutatingCalls lists the script's calls other than locate and stripes.
+// mutatingCalls lists the script's calls other than locate, stripes and
+// devices.
 func (x *execMDS) mutatingCalls() (out []string) {
 	for _, c := range x.lines("calls.log") {
-		if !strings.HasPrefix(c, "locate ") && !strings.HasPrefix(c, "stripes ") {
+		if s, _, _ := strings.Cut(c, " "); s != "locate" && s != "stripes" && s != "devices" {
 			out = append(out, c)
 		}
 	}
@@ -481,7 +483,7 @@ func TestExecDriverRestripeModes(t *testing.T) {
 				t.Fatalf("restripes %+v; want one %s", rs, want)
 			}
 			if m := x.mutatingCalls(); len(m) != 0 {
-				t.Fatalf("%s: the script was asked %q; want only locate and stripes", mode, m)
+				t.Fatalf("%s: the script was asked %q; want only locate, stripes and devices", mode, m)
 			}
 			if mode == models.ModeDryRun {
 				return
@@ -492,5 +494,39 @@ func TestExecDriverRestripeModes(t *testing.T) {
 			tick(12)
 			x.checkRestriped()
 		})
+	}
+}
+
+// TestExecDriverDevicesAndState: the devices command reports each
+// device's use and the state the state command set at the MDS, so a new
+// driver (a restarted mds) sees a drained device as drained.
+func TestExecDriverDevicesAndState(t *testing.T) {
+	x := newExecMDS(t, false)
+	x.hotFile()
+	if !x.d.Capabilities().SetState {
+		t.Fatal("the driver says it cannot set states with a state command")
+	}
+	if err := x.d.SetState(context.Background(), models.Subject{Kind: models.SubjectDevice, ID: "d2"}, StateDraining); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := NewExecDriver(ExecOptions{Config: x.d.cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := d2.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		want, used := StateOnline, int64(4*100)
+		if d.ID == "d0" || d.ID == "d1" {
+			used += 4096
+		}
+		if d.ID == "d2" {
+			want = StateDraining
+		}
+		if d.State != want || d.UsedBytes != used || d.CapacityBytes != 1e12 {
+			t.Errorf("%s: state %s, used %d, capacity %d; want %s, %d, 1e12", d.ID, d.State, d.UsedBytes, d.CapacityBytes, want, used)
+		}
 	}
 }

@@ -6,6 +6,7 @@
 #   ROOT/meta/FILE.unit           the stripe unit (bytes)
 #   ROOT/meta/FILE.mM             mirror M: "DEVICE HANDLE BYTES PATH" a component
 #   ROOT/meta/FILE.retired        components a restripe replaced: "DEVICE PATH"
+#   ROOT/state/DEVICE             a device's state (state sets it, devices reports it)
 #   ROOT/calls.log                every step called: "STEP MOVE"
 #   ROOT/commits.log              every commit applied: "STEP MOVE"
 #   ROOT/fail.STEP                if present, the step exits with the code it holds
@@ -61,6 +62,21 @@ stripes)
 		b=${m##*/} file=${b%.m*} mirror=${b##*.m}
 		awk -v d="$dev" -v f="$file" -v mi="$mirror" '$1 == d {printf "{\"file\":\"%s\",\"mirror\":%d,\"component\":%d,\"handle\":\"%s\",\"bytes\":%s}\n", f, mi, NR - 1, $2, $3}' "$m"
 	done
+	;;
+devices)
+	for dir in "$root"/dev/*/; do
+		dev=$(basename "$dir") used=0
+		for f in "$dir"*; do [ -f "$f" ] && used=$((used + $(stat -c %s "$f"))); done
+		state=
+		[ -f "$root/state/$dev" ] && state=$(cat "$root/state/$dev")
+		printf '{"device":"%s","state":"%s","used_bytes":%d}\n' "$dev" "$state" "$used"
+	done
+	;;
+state)
+	dev=$1 state=$3
+	[ -n "$dev" ] || { echo "this MDS sets device states only" >&2; exit 5; }
+	mkdir -p "$root/state"
+	echo "$state" | write "$root/state/$dev"
 	;;
 copy | verify | commit | cleanup | abort)
 	file=$1 mirror=$2 comp=$3 from=$4 to=$5 gen=$6
