@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -66,10 +67,10 @@ type ExecStep struct {
 	Epoch uint64 `json:"epoch"`
 	// Bytes is the component's size (a restripe's: the mirror's).
 	Bytes int64 `json:"bytes"`
-	// Rate paces a copy, bytes/s (0: unpaced); Urgent marks a drive
-	// about to fail.
-	Rate   float64 `json:"rate"`
-	Urgent bool    `json:"urgent"`
+	// Rate paces a copy, whole bytes/s (0: unpaced); Urgent marks a
+	// drive about to fail.
+	Rate   int64 `json:"rate"`
+	Urgent bool  `json:"urgent"`
 	// Device and DS are what stripes and state are asked about; State the
 	// state to set.
 	Device string `json:"device,omitempty"`
@@ -269,7 +270,7 @@ func (d *ExecDriver) moveStep(step string, m models.Move) ExecStep {
 // copyCmd runs a copy step: exit 0 done, ExecExitUnderWay not yet.
 func (d *ExecDriver) copyCmd(ctx context.Context, step string, r CopyRequest) (Progress, error) {
 	s := d.moveStep(step, r.Move)
-	s.Rate, s.Urgent = r.RateLimit, r.Urgent
+	s.Rate, s.Urgent = int64(math.Ceil(r.RateLimit)), r.Urgent
 	if _, err := d.run(ctx, s); errors.Is(err, errUnderWay) {
 		return Progress{}, nil
 	} else if err != nil {
@@ -436,8 +437,11 @@ func (d *ExecDriver) run(ctx context.Context, s ExecStep) ([]byte, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	body, _ := json.Marshal(s)
-	cmd.Stdin = bytes.NewReader(append(body, '\n'))
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body) // one line, ">" as it is (the move's name)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	cmd.Stdin = &body
 	cmd.Env = append(os.Environ(), execEnv(&s)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -477,7 +481,7 @@ func execEnv(s *ExecStep) []string {
 		"BALLAST_MIRROR=" + strconv.Itoa(s.Mirror), "BALLAST_COMPONENT=" + strconv.Itoa(s.Component),
 		"BALLAST_FROM=" + s.From, "BALLAST_TO=" + s.To, "BALLAST_FROM_DS=" + s.FromDS, "BALLAST_TO_DS=" + s.ToDS,
 		"BALLAST_GENERATION=" + u(s.Generation), "BALLAST_NEW_GENERATION=" + u(s.NewGeneration), "BALLAST_EPOCH=" + u(s.Epoch),
-		"BALLAST_BYTES=" + strconv.FormatInt(s.Bytes, 10), "BALLAST_RATE=" + strconv.FormatFloat(s.Rate, 'f', -1, 64),
+		"BALLAST_BYTES=" + strconv.FormatInt(s.Bytes, 10), "BALLAST_RATE=" + strconv.FormatInt(s.Rate, 10),
 		"BALLAST_URGENT=" + strconv.FormatBool(s.Urgent),
 		"BALLAST_DEVICE=" + s.Device, "BALLAST_DS=" + s.DS, "BALLAST_STATE=" + s.State,
 	}

@@ -3,6 +3,7 @@ package actuator
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -528,5 +529,77 @@ func TestExecDriverDevicesAndState(t *testing.T) {
 		if d.State != want || d.UsedBytes != used || d.CapacityBytes != 1e12 {
 			t.Errorf("%s: state %s, used %d, capacity %d; want %s, %d, 1e12", d.ID, d.State, d.UsedBytes, d.CapacityBytes, want, used)
 		}
+	}
+}
+
+// TestExecDriverCommandContract: a command gets the step's values as
+// argv templates, BALLAST_* variables and JSON on stdin, and its exit
+// code says what happened (docs/actions.md, the exec driver).
+func TestExecDriverCommandContract(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	c := DefaultExecConfig()
+	c.Timeout = Duration(2 * time.Second)
+	c.Devices = []DeviceSpec{{Device: "aa", DS: "ds1"}, {Device: "bb", DS: "ds2"}}
+	c.Commands = map[string][]string{}
+	for _, s := range ExecSteps {
+		c.Commands[s] = []string{"sh", "-c", `exit "$(cat "$1")"`, "-", filepath.Join(dir, "code")}
+	}
+	c.Commands["copy"] = []string{"sh", "-c", `echo "$1 $2 $BALLAST_MOVE $BALLAST_RATE $BALLAST_FROM_DS>$BALLAST_TO_DS" >"$3"; cat >>"$3"; exit "$(cat "$4")"`,
+		"-", "{{.File}}#{{.Mirror}}.{{.Component}}", "{{.Rate}}", out, filepath.Join(dir, "code")}
+	c.Commands["verify"] = []string{"sh", "-c", `printf 'sha256:ab\nsha256:%s\n' "$1"; exit "$(cat "$2")"`, "-", "{{.To}}", filepath.Join(dir, "code")}
+	d, err := NewExecDriver(ExecOptions{Config: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := models.Move{File: "data/f", Mirror: 1, Component: 2, From: "aa", To: "bb", Generation: 7, Bytes: 100}
+	code := func(s string) { os.WriteFile(filepath.Join(dir, "code"), []byte(s), 0o644) }
+
+	code("0")
+	p, err := d.Copy(ctx, CopyRequest{Move: m, RateLimit: 1.5e6})
+	if err != nil || !p.Done || p.Bytes != 100 {
+		t.Fatalf("copy: %+v, %v; want done, 100 bytes", p, err)
+	}
+	b, _ := os.ReadFile(out)
+	got := string(b)
+	for _, want := range []string{"data/f#1.2 1500000 data/f#1.2:aa>bb@7 1500000 ds1>ds2\n", `"step":"copy"`, `"move":"data/f#1.2:aa>bb@7"`, `"rate":1500000`, `"new_generation":8`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the copy command got %q; want it to contain %q", got, want)
+		}
+	}
+	v, err := d.Verify(ctx, m)
+	if err != nil || !v.Done || v.Match || v.Checksum != "sha256:ab" || v.CopyChecksum != "sha256:bb" {
+		t.Errorf("verify: %+v, %v; want done, not matching (sha256:ab against sha256:bb)", v, err)
+	}
+	m.To = "ab"
+	if v, err = d.Verify(ctx, m); err != nil || !v.Match {
+		t.Errorf("verify: %+v, %v; want a match", v, err)
+	}
+	code("75")
+	if p, err = d.Copy(ctx, CopyRequest{Move: m}); err != nil || p.Done {
+		t.Errorf("copy exit 75: %+v, %v; want not done, no error", p, err)
+	}
+	for _, tc := range []struct {
+		code string
+		is   func(error) bool
+		want string
+	}{
+		{"3", func(err error) bool { return errors.Is(err, ErrGenerationChanged) }, "ErrGenerationChanged"},
+		{"4", func(err error) bool { return errors.Is(err, ErrNotFound) }, "ErrNotFound"},
+		{"5", IsPermanent, "permanent"},
+		{"1", func(err error) bool { return err != nil && !IsPermanent(err) }, "retryable"},
+		{"75", func(err error) bool { return err != nil && !IsPermanent(err) }, "retryable (75 means not done only for copy and verify)"},
+	} {
+		code(tc.code)
+		if err := d.Commit(ctx, m, 3); !tc.is(err) {
+			t.Errorf("commit exit %s: %v; want %s", tc.code, err, tc.want)
+		}
+	}
+	c.Commands["cleanup"] = []string{"sleep", "10"}
+	d, _ = NewExecDriver(ExecOptions{Config: c})
+	start := time.Now()
+	if err := d.Cleanup(ctx, m); err == nil || IsPermanent(err) || time.Since(start) > 8*time.Second {
+		t.Errorf("a command past the timeout: %v after %s; want a retryable error after about 2s", err, time.Since(start))
 	}
 }
