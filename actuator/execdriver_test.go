@@ -331,6 +331,24 @@ func TestExecDriverRestripeResumesAfterCrash(t *testing.T) {
 	}
 }
 
+// TestExecDriverRestripeCommitAnswerLost: the script applies the
+// restripe's commit but its answer is lost (exit 1): the engine retries,
+// locate shows the mirror on its new devices, and the commit is not asked
+// again.
+func TestExecDriverRestripeCommitAnswerLost(t *testing.T) {
+	x := newExecMDS(t, true)
+	heat := x.hotFile()
+	x.write(filepath.Join(x.root, "lose.restripe_commit"), nil)
+	plans, all := crashAndRestart(t, x.d, heat, 1<<20)
+	if rs := restripesIn(all); len(plans) != 1 || plans[0].State != models.ActionSucceeded || len(rs) != 1 || rs[0].State != models.ActionSucceeded {
+		t.Fatalf("plans %+v, restripes %+v; want one succeeded each", plans, rs)
+	}
+	if _, err := os.Stat(filepath.Join(x.root, "lose.restripe_commit")); err == nil {
+		t.Fatal("the commit's answer was never lost")
+	}
+	x.checkRestriped()
+}
+
 // TestExecDriverRestripeRollsBack: a restripe whose commit the script
 // refuses (exit 3: the MDS's layout moved on) or whose copy fails for good
 // (exit 5) is aborted through restripe_abort: big stays on its two
