@@ -166,7 +166,7 @@ type Engine struct {
 	// writing is the last tick each group was seen writing a checkpoint
 	// (burst finding or write rate), subject → time: its window lasts
 	// checkpoint_margin past it
-	writing map[string]time.Time
+	writing  map[string]time.Time
 	findings map[string]models.Finding
 	ended    map[string]time.Time // subject key → end of its last action
 	devs     map[string]Device    // last device table, by id
