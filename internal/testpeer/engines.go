@@ -29,16 +29,46 @@ type VMCluster struct {
 }
 
 // StartVMCluster starts the cluster and waits until every part answers
-// /health. It skips when the binaries are absent.
+// /health. It skips when the binaries are absent. Its ports are found free
+// and then handed to the processes, so another process on the machine can
+// take one in between (seen beside make eval: vmstorage0 "bind: address
+// already in use"); a start that fails that way is tried again, at most
+// three times in all, with new ports.
 func StartVMCluster(t testing.TB) *VMCluster {
 	t.Helper()
 	dir := VMClusterDir(t)
+	for attempt := 1; ; attempt++ {
+		c, err := startVMCluster(t, dir)
+		if err == nil {
+			c.waitReplicas(t)
+			return c
+		}
+		lost := c.portTaken()
+		if !lost || attempt == 3 {
+			t.Fatalf("VictoriaMetrics cluster did not start (attempt %d): %v", attempt, err)
+		}
+		t.Logf("VictoriaMetrics cluster: a port was taken before its process bound it (attempt %d); starting again on new ports", attempt)
+		for _, p := range c.procs() {
+			p.Kill()
+		}
+	}
+}
+
+func startVMCluster(t testing.TB, dir string) (*VMCluster, error) {
+	t.Helper()
 	c := &VMCluster{}
+	used := map[int]bool{}
+	addr := func() string { // distinct within the cluster
+		for {
+			if p := FreePort(t); !used[p] {
+				used[p] = true
+				return fmt.Sprintf("127.0.0.1:%d", p)
+			}
+		}
+	}
 	var insertNodes, selectNodes string
 	for i := range 2 {
-		httpAddr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-		ins := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-		sel := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+		httpAddr, ins, sel := addr(), addr(), addr()
 		data := filepath.Join(t.TempDir(), fmt.Sprintf("vmstorage%d", i))
 		c.Storage = append(c.Storage, Start(t, fmt.Sprintf("vmstorage%d", i), filepath.Join(dir, "vmstorage"),
 			"-storageDataPath="+data, "-httpListenAddr="+httpAddr, "-vminsertAddr="+ins, "-vmselectAddr="+sel,
@@ -52,8 +82,8 @@ func StartVMCluster(t testing.TB) *VMCluster {
 		insertNodes += ins
 		selectNodes += sel
 	}
-	c.InsertAddr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	c.SelectAddr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	c.InsertAddr = addr()
+	c.SelectAddr = addr()
 	c.Insert = Start(t, "vminsert", filepath.Join(dir, "vminsert"), "-httpListenAddr="+c.InsertAddr,
 		"-storageNode="+insertNodes, "-replicationFactor=2", "-loggerLevel=WARN", "-memory.allowedBytes=256MiB")
 	c.Select = Start(t, "vmselect", filepath.Join(dir, "vmselect"), "-httpListenAddr="+c.SelectAddr,
@@ -62,11 +92,25 @@ func StartVMCluster(t testing.TB) *VMCluster {
 		"-cacheDataPath="+filepath.Join(t.TempDir(), "vmselect-cache"))
 	for _, a := range append(append([]string{}, c.StorageHTTP...), c.InsertAddr, c.SelectAddr) {
 		if err := WaitHTTP("http://"+a+"/health", 30*time.Second); err != nil {
-			t.Fatalf("VictoriaMetrics cluster did not start: %v", err)
+			return c, err
 		}
 	}
-	c.waitReplicas(t)
-	return c
+	return c, nil
+}
+
+func (c *VMCluster) procs() []*Proc {
+	return append(append([]*Proc{}, c.Storage...), c.Insert, c.Select)
+}
+
+// portTaken reports whether a part of the cluster said it could not bind
+// its address.
+func (c *VMCluster) portTaken() bool {
+	for _, p := range c.procs() {
+		if b, err := os.ReadFile(p.log); err == nil && strings.Contains(string(b), "address already in use") {
+			return true
+		}
+	}
+	return false
 }
 
 // waitReplicas waits until vminsert is connected to every vmstorage: data
