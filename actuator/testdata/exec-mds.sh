@@ -9,6 +9,12 @@
 #   ROOT/state/DEVICE             a device's state (state sets it, devices reports it)
 #   ROOT/calls.log                every step called: "STEP MOVE"
 #   ROOT/commits.log              every commit applied: "STEP MOVE"
+#   ROOT/repeats.log              every commit asked again once applied: "STEP MOVE"
+#   ROOT/locks/FILE               held by a step that reads or changes FILE (as an
+#                                 MDS serialises its layout changes: a copy left
+#                                 running by a killed mds finishes before the
+#                                 next mds's steps on that file run)
+#   ROOT/pace                     if present, copies are paced to BALLAST_RATE
 #   ROOT/fail.STEP                if present, the step exits with the code it holds
 #   ROOT/lose.STEP                if present, the step is done but exits 1 (once)
 # Moves take their values from argv (templates), restripes from BALLAST_*.
@@ -41,6 +47,24 @@ logical() { # logical FILE MIRROR-LINES-FILE TOTAL: the file's bytes through tho
 	done
 }
 total_of() { awk '{s += $3} END {print s + 0}' "$1"; }
+lock() { # lock FILE: hold FILE's lock until this step exits
+	mkdir -p "$root/locks"
+	exec 9>>"$root/locks/$1"
+	flock 9
+}
+paced() { # paced SRC DST: cp, or 64 KiB at a time at BALLAST_RATE bytes/s with ROOT/pace
+	if ! [ -f "$root/pace" ] || [ "${BALLAST_RATE:-0}" -le 0 ]; then
+		cp "$1" "$2"
+		return
+	fi
+	local n=$((($(stat -c %s "$1") + 65535) / 65536)) i nap
+	nap=$(awk -v r="$BALLAST_RATE" 'BEGIN {printf "%.3f", 65536 / r}')
+	: >"$2"
+	for ((i = 0; i < n; i++)); do
+		dd if="$1" bs=65536 skip="$i" count=1 status=none >>"$2"
+		sleep "$nap"
+	done
+}
 
 case $step in
 locate)
@@ -81,13 +105,14 @@ state)
 	;;
 copy | verify | commit | cleanup | abort)
 	file=$1 mirror=$2 comp=$3 from=$4 to=$5 gen=$6
+	lock "$file"
 	line=$(sed -n "$((comp + 1))p" "$meta/$file.m$mirror")
 	read -r cur handle bytes path <<<"$line"
 	case $step in
 	copy)
 		[ "$cur" = "$from" ] && [ "$(cat "$meta/$file.gen")" = "$gen" ] || exit 3
 		mkdir -p "$root/dev/$to"
-		[ -f "$root/dev/$to/$path" ] || { cp "$root/dev/$from/$path" "$root/dev/$to/$path.part" && mv "$root/dev/$to/$path.part" "$root/dev/$to/$path"; }
+		[ -f "$root/dev/$to/$path" ] || { paced "$root/dev/$from/$path" "$root/dev/$to/$path.part" && mv "$root/dev/$to/$path.part" "$root/dev/$to/$path"; }
 		;;
 	verify)
 		a=$(sha256sum <"$root/dev/$from/$path" | cut -d' ' -f1)
@@ -98,7 +123,10 @@ copy | verify | commit | cleanup | abort)
 		;;
 	commit)
 		g=$(cat "$meta/$file.gen")
-		if [ "$g" = "$((gen + 1))" ] && [ "$cur" = "$to" ]; then exit 0; fi # applied before: once
+		if [ "$g" = "$((gen + 1))" ] && [ "$cur" = "$to" ]; then # applied before: once
+			echo "commit $BALLAST_MOVE" >>"$root/repeats.log"
+			exit 0
+		fi
 		[ "$g" = "$gen" ] && [ "$cur" = "$from" ] || exit 3
 		awk -v c="$comp" -v t="$to" 'NR == c + 1 {$1 = t} {print}' "$meta/$file.m$mirror" | write "$meta/$file.m$mirror"
 		echo $((gen + 1)) | write "$meta/$file.gen"
@@ -116,6 +144,7 @@ copy | verify | commit | cleanup | abort)
 	;;
 restripe_*)
 	file=$BALLAST_FILE mirror=$BALLAST_MIRROR gen=$BALLAST_GENERATION new=$BALLAST_NEW_GENERATION
+	lock "$file"
 	lines=$meta/$file.m$mirror unit=$(cat "$meta/$file.unit") g=$(cat "$meta/$file.gen")
 	IFS=, read -r -a to <<<"$BALLAST_TO"
 	w=${#to[@]}
@@ -147,14 +176,18 @@ restripe_*)
 	restripe_verify)
 		total=$(total_of "$lines")
 		a=$(logical "$file" "$lines" "$total" | sha256sum | cut -d' ' -f1)
-		planned >"$root/planned.tmp"
-		b=$( (logical "$file" "$root/planned.tmp" "$total" 2>/dev/null || echo missing) | sha256sum | cut -d' ' -f1)
+		planned >"$root/planned.$$.tmp"
+		b=$( (logical "$file" "$root/planned.$$.tmp" "$total" 2>/dev/null || echo missing) | sha256sum | cut -d' ' -f1)
+		rm -f "$root/planned.$$.tmp"
 		echo "sha256:$a"
 		echo "sha256:$b"
 		;;
 	restripe_commit)
 		cur=$(devices "$file" "$mirror")
-		if [ "$g" = "$new" ] && [ "$cur" = "$BALLAST_TO" ]; then exit 0; fi # applied before: once
+		if [ "$g" = "$new" ] && [ "$cur" = "$BALLAST_TO" ]; then # applied before: once
+			echo "restripe_commit $BALLAST_MOVE" >>"$root/repeats.log"
+			exit 0
+		fi
 		[ "$g" = "$gen" ] && [ "$cur" = "$BALLAST_FROM" ] || exit 3
 		awk '{print $1, $4}' "$lines" | write "$meta/$file.retired"
 		planned | write "$lines"
