@@ -13,3 +13,7 @@ const failoverKills = 30
 // restripeKills is how many times TestFilesDriverRestripeCrashSafety
 // kills the mds inside restripes in make test-long.
 const restripeKills = 50
+
+// execCrashKills is how many times TestExecDriverCrashSafety kills the
+// mds in make test-long.
+const execCrashKills = 30

@@ -13,3 +13,7 @@ const failoverKills = 10
 // restripeKills is how many times TestFilesDriverRestripeCrashSafety
 // kills the mds inside restripes in make test (make test-long: 50).
 const restripeKills = 10
+
+// execCrashKills is how many times TestExecDriverCrashSafety kills the
+// mds in make test (make test-long: 30).
+const execCrashKills = 6

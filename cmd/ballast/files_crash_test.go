@@ -23,17 +23,19 @@ import (
 // times in all (make test: 10; -tags long: 50). After the last restart
 // has finished every move: every file's bytes equal the original
 // (sha256), no file is lost or left twice, every move succeeded or was
-// aborted, and the layout hook applied every commit exactly once.
+// aborted, and the layout hook applied every commit exactly once
+// (TestExecDriverCrashSafety: the same for the exec driver).
 func TestFilesDriverCrashSafety(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a real mds many times")
-	}
 	runCrashRig(t, crashCase{
 		kills:  crashKills,
-		phases: []string{"copying", "in-copy", "copied", "verified", "committed", "in-copy", "cleaned"},
+		phases: moveKillPoints,
 		rig:    func(t *testing.T) *filesRig { return newFilesRig(t, "") },
 	})
 }
+
+// moveKillPoints are where the stripe-move crash tests kill the mds, in
+// turn: after each phase is journaled, and inside a copy.
+var moveKillPoints = []string{"copying", "in-copy", "copied", "verified", "committed", "cleaned", "in-copy"}
 
 // crashCase is one kill -9 rig: how many kills, at which points in turn
 // (a phase the step hook stops after, or "in-copy"), the cluster of each
@@ -51,9 +53,12 @@ type crashCase struct {
 // after each round's last, hook-free restart has finished every action
 // checks the files (filesRig.check) and that every move and restripe
 // succeeded and was cleaned, or was aborted, as many as the layouts
-// committed.
+// committed. It is skipped with -short.
 func runCrashRig(t *testing.T, c crashCase) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("kills and restarts a real mds many times")
+	}
 	kills, round := 0, 0
 	stats := map[string]int{}
 	var total struct{ files, commits, succeeded, aborted, hookCalls, restripes, restripeAborts, other int }
@@ -137,12 +142,12 @@ func runCrashRig(t *testing.T, c crashCase) {
 		total.aborted += ab
 		total.restripes += rsucc
 		total.restripeAborts += rab
-		total.hookCalls += len(fileLines(filepath.Join(r.dir, "hook-calls.log")))
+		total.hookCalls += r.calls()
 		if t.Failed() {
 			t.Fatalf("round %d failed; last mds log:\n%s", round, p.logs)
 		}
 	}
-	t.Logf("%d kills (-9) in %d rounds, by point: %v (%d more landed on stripe moves); %d files checked by sha256 after the last restart of each round; %d commits (each applied once by the hook, %d hook calls), %d moves and restripes succeeded (%d restripes), %d aborted (%d restripes)",
+	t.Logf("%d kills (-9) in %d rounds, by point: %v (%d more landed on stripe moves); %d files checked by sha256 after the last restart of each round; %d commits (each applied once by the MDS, %d hook or script calls), %d moves and restripes succeeded (%d restripes), %d aborted (%d restripes)",
 		kills, round, stats, total.other, total.files, total.commits, total.hookCalls, total.succeeded, total.restripes, total.aborted, total.restripeAborts)
 }
 

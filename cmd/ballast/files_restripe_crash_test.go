@@ -20,9 +20,6 @@ import (
 // aborted; and the layout hook (its restripe verb) applied every commit
 // exactly once.
 func TestFilesDriverRestripeCrashSafety(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills and restarts a real mds many times")
-	}
 	runCrashRig(t, crashCase{
 		kills:     restripeKills,
 		phases:    []string{"copying", "in-copy", "copied", "verified", "committed", "cleaned"},

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,10 @@ type filesRig struct {
 	sums            map[string]string // file → sha256 of its original bytes
 	sizes           map[string]int64
 	rates           map[string]int64 // file → bytes/s its clients read (default rigRate)
+	// toy is the root of the exec driver's toy MDS
+	// (actuator/testdata/exec-mds.sh) when the rig runs driver: exec
+	// (newExecRig); "" for the files driver.
+	toy string
 }
 
 // rigRate is how fast the clients read each file unless rates says
@@ -56,47 +61,13 @@ func newFilesRig(t *testing.T, extraYAML string) *filesRig {
 // concurrent moves run at once.
 func newFilesRigN(t *testing.T, hot, cold, concurrent int, extraYAML string) *filesRig {
 	t.Helper()
-	r := &filesRig{dir: t.TempDir(), sums: map[string]string{}, sizes: map[string]int64{}, rates: map[string]int64{}}
+	r := newRig(t, "")
 	r.store = filepath.Join(r.dir, "store")
-	var exports strings.Builder
-	for i := range 8 {
-		id := rigDevice(i)
-		r.devs = append(r.devs, id)
-		p := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", i))
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// 4 MB/s: copies are paced to device_share (0.25) / max_moves_per_device (2)
-		// of it, 0.5 MB/s, so a 1 MiB copy takes about two seconds
-		fmt.Fprintf(&exports, "      - {device: %s, ds: ds%d, name: ds%d/nvme0n1, pool: fast, path: %s, bandwidth_bytes: 4000000}\n", id, i, i, p)
-	}
-	n := 0
-	place := func(dev int) {
-		name := fmt.Sprintf("set%d/shard-%03d", n%3, n)
-		n++
-		b := make([]byte, rigFileBytes-int(n)*4096)
-		rand.Read(b)
-		p := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", dev), name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(b)
-		r.sums[name] = hex.EncodeToString(sum[:])
-		r.sizes[name] = int64(len(b))
-		if err := files.WriteLayout(r.store, actuator.Layout{File: name, Generation: 1,
-			Mirrors: [][]actuator.Component{{{Device: r.devs[dev], Handle: handleOf(name, r.devs[dev]), Bytes: int64(len(b))}}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range hot {
-		place(0)
-	}
-	for d := 1; d < 8; d++ {
-		for range cold {
-			place(d)
-		}
-	}
+	exports := r.makeDevices(t, func(i int) string { return "path: " + r.devDir(i) })
+	r.placeFiles(t, hot, cold, "set%d/shard-%03d", func(name string, dev int, size int64) error {
+		return files.WriteLayout(r.store, actuator.Layout{File: name, Generation: 1,
+			Mirrors: [][]actuator.Component{{{Device: r.devs[dev], Handle: handleOf(name, r.devs[dev]), Bytes: size}}}})
+	})
 	hook := filepath.Join(r.dir, "hook.sh")
 	if err := os.WriteFile(hook, []byte(fmt.Sprintf(`#!/bin/sh
 # the crash tests' layout hook: applies each (file, generation) once,
@@ -129,27 +100,109 @@ printf '%%s' "$BALLAST_FILE@$BALLAST_TO" | sha256sum | cut -c1-16
 `, r.dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r.cfg = filepath.Join(r.dir, "mds.yml")
-	cfg := fmt.Sprintf(`role: mds
-pipeline:
-  tick: 1s
-actuators:
-  driver: files
-  mode: auto
-  plan_every: 1s
-  budgets: {max_concurrent_moves: %d, max_moves_per_device: 2, cooldown: 1s, checkpoint_margin: 1s}
-  move: {grace: 1s, backoff: 1s, max_backoff: 2s, max_attempts: 10}
-  verify: {window: 1s, rollback: false}
+	r.writeConfig(t, concurrent, fmt.Sprintf(`  driver: files
   files:
     layout_dir: %s
     layout_command: [%s]
     buffer_bytes: 65536
     exports:
-%s%s`, concurrent, r.store, hook, exports.String(), extraYAML)
+%s`, r.store, hook, exports)+extraYAML)
+	return r
+}
+
+// newRig is a rig in a fresh directory, over the toy MDS under
+// dir/mds when toy is set (the exec driver), without devices or files.
+func newRig(t *testing.T, toy string) *filesRig {
+	t.Helper()
+	r := &filesRig{dir: t.TempDir(), sums: map[string]string{}, sizes: map[string]int64{}, rates: map[string]int64{}}
+	if toy != "" {
+		r.toy = filepath.Join(r.dir, toy)
+	}
+	return r
+}
+
+// makeDevices makes the eight devices, one a DS, each directory
+// (devDir) created, and returns their config entries (indented for a
+// list under actuators.files or .exec), each with extra(i) added. At
+// 4 MB/s, copies are paced to device_share (0.25) / max_moves_per_device
+// (2) of it, 0.5 MB/s, so a 1 MiB copy takes about two seconds.
+func (r *filesRig) makeDevices(t *testing.T, extra func(i int) string) string {
+	t.Helper()
+	var b strings.Builder
+	for i := range 8 {
+		id := rigDevice(i)
+		r.devs = append(r.devs, id)
+		if err := os.MkdirAll(r.devDir(i), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "      - {device: %s, ds: ds%d, name: ds%d/nvme0n1, pool: fast, bandwidth_bytes: 4000000, %s}\n", id, i, i, extra(i))
+	}
+	return b.String()
+}
+
+// placeFiles writes the rig's files of random content: hot on ds0, cold
+// on each other DS, file n named by the format name (over n mod 3 and n)
+// and 4096·(n+1) bytes short of 1 MiB, at devDir; layout then records
+// each at generation 1 (one component).
+func (r *filesRig) placeFiles(t *testing.T, hot, cold int, name string, layout func(name string, dev int, size int64) error) {
+	t.Helper()
+	n := 0
+	place := func(dev int) {
+		f := fmt.Sprintf(name, n%3, n)
+		n++
+		b := make([]byte, rigFileBytes-int(n)*4096)
+		rand.Read(b)
+		p := filepath.Join(r.devDir(dev), f)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		r.sums[f] = hex.EncodeToString(sum[:])
+		r.sizes[f] = int64(len(b))
+		if err := layout(f, dev, int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range hot {
+		place(0)
+	}
+	for d := 1; d < 8; d++ {
+		for range cold {
+			place(d)
+		}
+	}
+}
+
+// writeConfig writes the mds config at r.cfg: auto mode, planning every
+// second with short budgets and backoffs, at most concurrent moves at
+// once; driverYAML (indented under actuators) names the driver and its
+// settings.
+func (r *filesRig) writeConfig(t *testing.T, concurrent int, driverYAML string) {
+	t.Helper()
+	r.cfg = filepath.Join(r.dir, "mds.yml")
+	cfg := fmt.Sprintf(`role: mds
+pipeline:
+  tick: 1s
+actuators:
+  mode: auto
+  plan_every: 1s
+  budgets: {max_concurrent_moves: %d, max_moves_per_device: 2, cooldown: 1s, checkpoint_margin: 1s}
+  move: {grace: 1s, backoff: 1s, max_backoff: 2s, max_attempts: 10}
+  verify: {window: 1s, rollback: false}
+%s`, concurrent, driverYAML)
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return r
+}
+
+// devDir is the directory that holds device i's components: its export
+// (files driver) or the toy MDS's device directory (exec driver).
+func (r *filesRig) devDir(i int) string {
+	if r.toy != "" {
+		return filepath.Join(r.toy, "dev", r.devs[i])
+	}
+	return filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", i))
 }
 
 // handleOf is the file handle the rig's hook gives a component: the
@@ -183,7 +236,7 @@ func (r *filesRig) addStriped(t *testing.T, name string, devs []int, size, unit,
 	}
 	var comps []actuator.Component
 	for j, dev := range devs {
-		p := filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", dev), name)
+		p := filepath.Join(r.devDir(dev), name)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, parts[j], 0o644); err != nil {
 			t.Fatal(err)
@@ -210,6 +263,9 @@ func (r *filesRig) layouts(t *testing.T) map[string]rigLayout {
 }
 
 func (r *filesRig) readLayouts() (map[string]rigLayout, error) {
+	if r.toy != "" {
+		return r.readToyLayouts()
+	}
 	out := map[string]rigLayout{}
 	root := filepath.Join(r.store, "layouts")
 	err := filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
@@ -317,15 +373,20 @@ func devIndex(devs []string, id string) int {
 // a striped mirror dealt back unit by unit), equal the original (sha256);
 // no layout keeps a pending commit or a retired component; nothing else
 // is on any export (no copy left behind, no retired component, no part
-// file); and every commit (a generation above 1) was applied by the hook
-// exactly once, and nothing else was. It returns the commits.
+// file); and every commit (a generation above 1) was applied by the MDS
+// (the layout hook, or the exec driver's script) exactly once, and
+// nothing else was. It returns the commits.
 func (r *filesRig) check(t *testing.T) (commits int) {
 	t.Helper()
 	ls := r.layouts(t)
 	if len(ls) != len(r.sums) {
 		t.Fatalf("layout store holds %d files; want %d", len(ls), len(r.sums))
 	}
-	want := map[string]string{} // device/path → file its layout names it for
+	root := filepath.Join(r.dir, "exports")
+	if r.toy != "" {
+		root = filepath.Join(r.toy, "dev")
+	}
+	want := map[string]string{} // path under root → file its layout names it for
 	for f, l := range ls {
 		commits += int(l.Generation - 1)
 		if len(l.Pending) > 0 && string(l.Pending) != "null" {
@@ -340,9 +401,10 @@ func (r *filesRig) check(t *testing.T) (commits int) {
 			if p == "" {
 				p = f
 			}
-			i := devIndex(r.devs, c.Device)
-			want[fmt.Sprintf("ds%d/%s", i, p)] = f
-			b, err := os.ReadFile(filepath.Join(r.dir, "exports", fmt.Sprintf("ds%d", i), p))
+			p = filepath.Join(r.devDir(devIndex(r.devs, c.Device)), p)
+			rel, _ := filepath.Rel(root, p)
+			want[rel] = f
+			b, err := os.ReadFile(p)
 			if err != nil {
 				t.Errorf("%s is lost: component %d (%s on %s): %v", f, j, p, c.Device, err)
 				continue
@@ -354,7 +416,6 @@ func (r *filesRig) check(t *testing.T) (commits int) {
 			t.Errorf("%s through its layout (generation %d, %d components): sha256 %x; want %s", f, l.Generation, len(parts), s, r.sums[f])
 		}
 	}
-	root := filepath.Join(r.dir, "exports")
 	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() {
 			return err
@@ -365,28 +426,64 @@ func (r *filesRig) check(t *testing.T) (commits int) {
 		}
 		return nil
 	})
-	applied := fileLines(filepath.Join(r.dir, "hook-applied.log"))
 	seen := map[string]bool{}
-	for _, l := range applied {
-		fs := strings.Fields(l)
-		k := fs[0] + " " + fs[1]
+	for _, k := range r.applied(t) {
 		if seen[k] {
-			t.Errorf("the hook applied %s twice", k)
+			t.Errorf("the MDS applied %s twice", k)
 		}
 		seen[k] = true
 	}
 	for f, l := range ls {
 		for g := uint64(2); g <= l.Generation; g++ {
 			if !seen[fmt.Sprintf("%s %d", f, g)] {
-				t.Errorf("%s generation %d is in the store, but the hook never applied it", f, g)
+				t.Errorf("%s generation %d is in the store, but the MDS never applied it", f, g)
 			}
 			delete(seen, fmt.Sprintf("%s %d", f, g))
 		}
 	}
 	for k := range seen {
-		t.Errorf("the hook applied %s, which the store never committed", k)
+		t.Errorf("the MDS applied %s, which the store never committed", k)
 	}
 	return commits
+}
+
+// applied lists the commits the MDS applied, as "FILE NEW-GENERATION",
+// in order: the files driver's hook logs "FILE GEN TO EPOCH" lines, the
+// exec driver's script "STEP MOVE" (MOVE = FILE#…@GENERATION, the commit
+// making GENERATION + 1). A commit the script was asked again once
+// applied (repeats.log) is an error: the exec driver must see it in
+// locate's layout and not ask (docs/actions.md, "The exec driver").
+func (r *filesRig) applied(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	if r.toy == "" {
+		for _, l := range fileLines(filepath.Join(r.dir, "hook-applied.log")) {
+			fs := strings.Fields(l)
+			out = append(out, fs[0]+" "+fs[1])
+		}
+		return out
+	}
+	for _, l := range fileLines(filepath.Join(r.toy, "commits.log")) {
+		_, move, _ := strings.Cut(l, " ")
+		i, j := strings.LastIndex(move, "#"), strings.LastIndex(move, "@")
+		g, err := strconv.ParseUint(move[j+1:], 10, 64)
+		if i < 0 || j < i || err != nil {
+			t.Fatalf("commits.log line %q: not STEP FILE#…@GENERATION", l)
+		}
+		out = append(out, fmt.Sprintf("%s %d", move[:i], g+1))
+	}
+	for _, l := range fileLines(filepath.Join(r.toy, "repeats.log")) {
+		t.Errorf("the exec driver asked for a commit it had already applied: %s", l)
+	}
+	return out
+}
+
+// calls is how many times the MDS's hook or script was run.
+func (r *filesRig) calls() int {
+	if r.toy == "" {
+		return len(fileLines(filepath.Join(r.dir, "hook-calls.log")))
+	}
+	return len(fileLines(filepath.Join(r.toy, "calls.log")))
 }
 
 // unstripe deals a mirror's components back into its logical bytes:

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ballast-io/ballast/actuator"
+)
+
+// TestExecDriverCrashSafety: the exec driver (issue 11) under
+// runCrashRig. A real mds with actuators.driver: exec runs
+// actuator/testdata/exec-mds.sh for every step over a toy MDS in files,
+// its copies paced (a killed mds's copy command runs on, as an MDS's tool
+// would), and dies by SIGKILL execCrashKills times (make test: 6; -tags
+// long: 30) at moveKillPoints. Beyond the files driver's checks, the
+// script must never have been asked again for a commit it had applied
+// (filesRig.applied).
+func TestExecDriverCrashSafety(t *testing.T) {
+	runCrashRig(t, crashCase{kills: execCrashKills, phases: moveKillPoints, rig: newExecRig})
+}
+
+// newExecRig is newFilesRig's cluster for the exec driver: the same eight
+// devices (one a DS, 4 MB/s) and files (16 on ds0, 2 on each other), kept
+// by the toy MDS script under dir/mds, the mds config's exec commands
+// running it with copies paced (its pace file).
+func newExecRig(t *testing.T) *filesRig {
+	t.Helper()
+	script, err := filepath.Abs("../../actuator/testdata/exec-mds.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, "mds")
+	devs := r.makeDevices(t, func(int) string { return "capacity_bytes: 1000000000000" })
+	meta := filepath.Join(r.toy, "meta")
+	if err := os.MkdirAll(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.toy, "pace"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// the script keeps FILE.gen, FILE.unit and FILE.m0 ("DEVICE HANDLE
+	// BYTES PATH") in meta, so names hold no '/'
+	r.placeFiles(t, 16, 2, "set%d-shard-%03d", func(name string, dev int, size int64) error {
+		id := r.devs[dev]
+		for ext, v := range map[string]string{"gen": "1", "unit": strconv.Itoa(rigFileBytes),
+			"m0": fmt.Sprintf("%s %s %d %s", id, handleOf(name, id), size, name)} {
+			if err := os.WriteFile(filepath.Join(meta, name+"."+ext), []byte(v+"\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var cmds strings.Builder
+	move := []string{"{{.File}}", "{{.Mirror}}", "{{.Component}}", "{{.From}}", "{{.To}}", "{{.Generation}}"}
+	for _, c := range [][]string{{"locate", "{{.File}}"}, {"stripes", "{{.Device}}"}, {"devices"},
+		append([]string{"copy"}, move...), append([]string{"verify"}, move...), append([]string{"commit"}, move...),
+		append([]string{"cleanup"}, move...), append([]string{"abort"}, move...)} {
+		argv := []string{strconv.Quote("bash"), strconv.Quote(script), strconv.Quote(r.toy)}
+		for _, a := range c {
+			argv = append(argv, strconv.Quote(a))
+		}
+		fmt.Fprintf(&cmds, "      %s: [%s]\n", c[0], strings.Join(argv, ", "))
+	}
+	r.writeConfig(t, 2, fmt.Sprintf(`  driver: exec
+  exec:
+    timeout: 30s
+    devices:
+%s    commands:
+%s`, devs, cmds.String()))
+	return r
+}
+
+// readToyLayouts reads every layout the toy MDS script keeps (FILE.gen,
+// FILE.unit, FILE.mM lines "DEVICE HANDLE BYTES PATH"; FILE.retired, the
+// components a restripe retired until its cleanup).
+func (r *filesRig) readToyLayouts() (map[string]rigLayout, error) {
+	meta := filepath.Join(r.toy, "meta")
+	gens, err := filepath.Glob(filepath.Join(meta, "*.gen"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]rigLayout{}
+	for _, p := range gens {
+		var l rigLayout
+		l.File = strings.TrimSuffix(filepath.Base(p), ".gen")
+		base := filepath.Join(meta, l.File)
+		if err := readUint(base+".gen", &l.Generation); err != nil {
+			return nil, err
+		}
+		var unit uint64
+		if err := readUint(base+".unit", &unit); err != nil {
+			return nil, err
+		}
+		l.StripeUnit = int64(unit)
+		for m := 0; ; m++ {
+			b, err := os.ReadFile(fmt.Sprintf("%s.m%d", base, m))
+			if os.IsNotExist(err) && m > 0 {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			var comps []actuator.Component
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var c actuator.Component
+				if _, err := fmt.Sscan(line, &c.Device, &c.Handle, &c.Bytes, &c.Path); err != nil {
+					return nil, fmt.Errorf("%s.m%d line %q: %w", base, m, line, err)
+				}
+				comps = append(comps, c)
+			}
+			l.Mirrors = append(l.Mirrors, comps)
+		}
+		for _, line := range fileLines(base + ".retired") {
+			var c actuator.Component
+			fmt.Sscan(line, &c.Device, &c.Path)
+			l.Retired = append(l.Retired, c)
+		}
+		out[l.File] = l
+	}
+	return out, nil
+}
+
+func readUint(p string, v *uint64) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	*v, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return err
+}
