@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,14 +21,26 @@ import (
 // script must never have been asked again for a commit it had applied
 // (filesRig.applied).
 func TestExecDriverCrashSafety(t *testing.T) {
-	runCrashRig(t, crashCase{kills: execCrashKills, phases: moveKillPoints, rig: newExecRig})
+	runCrashRig(t, crashCase{kills: execCrashKills, phases: moveKillPoints,
+		rig: func(t *testing.T) *filesRig { return newExecRig(t, 16, 2, false) }})
 }
 
-// newExecRig is newFilesRig's cluster for the exec driver: the same eight
-// devices (one a DS, 4 MB/s) and files (16 on ds0, 2 on each other), kept
-// by the toy MDS script under dir/mds, the mds config's exec commands
-// running it with copies paced (its pace file).
-func newExecRig(t *testing.T) *filesRig {
+// TestExecDriverRestripeCrashSafety: TestFilesDriverRestripeCrashSafety's
+// restripes (hotStriped) with the exec driver and actuators.exec.restripe
+// on, through the toy MDS script's restripe_* steps: execRestripeKills
+// kills (make test: 5; -tags long: 30) inside restripes at
+// restripeKillPoints, each checked as TestExecDriverCrashSafety.
+func TestExecDriverRestripeCrashSafety(t *testing.T) {
+	runCrashRig(t, crashCase{kills: execRestripeKills, phases: restripeKillPoints, restripes: true,
+		rig: func(t *testing.T) *filesRig { return hotStriped(t, newExecRig(t, 0, 2, true)) }})
+}
+
+// newExecRig is newFilesRigN's cluster for the exec driver: the same eight
+// devices (one a DS, 4 MB/s) and files (hot on ds0, cold on each other),
+// kept by the toy MDS script under dir/mds, the mds config's exec commands
+// running it with copies paced (its pace file); with restripe, the
+// restripe_* commands too.
+func newExecRig(t *testing.T, hot, cold int, restripe bool) *filesRig {
 	t.Helper()
 	script, err := filepath.Abs("../../actuator/testdata/exec-mds.sh")
 	if err != nil {
@@ -42,23 +55,19 @@ func newExecRig(t *testing.T) *filesRig {
 	if err := os.WriteFile(filepath.Join(r.toy, "pace"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// the script keeps FILE.gen, FILE.unit and FILE.m0 ("DEVICE HANDLE
-	// BYTES PATH") in meta, so names hold no '/'
-	r.placeFiles(t, 16, 2, "set%d-shard-%03d", func(name string, dev int, size int64) error {
-		id := r.devs[dev]
-		for ext, v := range map[string]string{"gen": "1", "unit": strconv.Itoa(rigFileBytes),
-			"m0": fmt.Sprintf("%s %s %d %s", id, handleOf(name, id), size, name)} {
-			if err := os.WriteFile(filepath.Join(meta, name+"."+ext), []byte(v+"\n"), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	var cmds strings.Builder
+	r.placeFiles(t, hot, cold, "set%d-shard-%03d") // the script's meta has no subdirectories
 	move := []string{"{{.File}}", "{{.Mirror}}", "{{.Component}}", "{{.From}}", "{{.To}}", "{{.Generation}}"}
-	for _, c := range [][]string{{"locate", "{{.File}}"}, {"stripes", "{{.Device}}"}, {"devices"},
-		append([]string{"copy"}, move...), append([]string{"verify"}, move...), append([]string{"commit"}, move...),
-		append([]string{"cleanup"}, move...), append([]string{"abort"}, move...)} {
+	steps := [][]string{{"locate", "{{.File}}"}, {"stripes", "{{.Device}}"}, {"devices"}}
+	for _, s := range []string{"copy", "verify", "commit", "cleanup", "abort"} {
+		steps = append(steps, append([]string{s}, move...))
+	}
+	if restripe {
+		for _, s := range actuator.ExecRestripeSteps {
+			steps = append(steps, []string{s}) // their values in BALLAST_*
+		}
+	}
+	var cmds strings.Builder
+	for _, c := range steps {
 		argv := []string{strconv.Quote("bash"), strconv.Quote(script), strconv.Quote(r.toy)}
 		for _, a := range c {
 			argv = append(argv, strconv.Quote(a))
@@ -68,10 +77,31 @@ func newExecRig(t *testing.T) *filesRig {
 	r.writeConfig(t, 2, fmt.Sprintf(`  driver: exec
   exec:
     timeout: 30s
+    restripe: %t
     devices:
 %s    commands:
-%s`, devs, cmds.String()))
+%s`, restripe, devs, cmds.String()))
 	return r
+}
+
+// writeToyLayout writes l as the toy MDS script keeps it in meta:
+// FILE.gen, FILE.unit and FILE.mM, a line "DEVICE HANDLE BYTES PATH" a
+// component (PATH the file's name unless given).
+func writeToyLayout(meta string, l actuator.Layout) error {
+	vs := map[string]string{"gen": strconv.FormatUint(l.Generation, 10), "unit": strconv.FormatInt(cmp.Or(l.StripeUnit, rigFileBytes), 10)}
+	for m, comps := range l.Mirrors {
+		var b strings.Builder
+		for _, c := range comps {
+			fmt.Fprintf(&b, "%s %s %d %s\n", c.Device, c.Handle, c.Bytes, cmp.Or(c.Path, l.File))
+		}
+		vs[fmt.Sprintf("m%d", m)] = b.String()
+	}
+	for ext, v := range vs {
+		if err := os.WriteFile(filepath.Join(meta, l.File+"."+ext), []byte(strings.TrimSuffix(v, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readToyLayouts reads every layout the toy MDS script keeps (FILE.gen,

@@ -17,3 +17,7 @@ const restripeKills = 50
 // execCrashKills is how many times TestExecDriverCrashSafety kills the
 // mds in make test-long.
 const execCrashKills = 30
+
+// execRestripeKills is how many times TestExecDriverRestripeCrashSafety
+// kills the mds inside restripes in make test-long.
+const execRestripeKills = 30

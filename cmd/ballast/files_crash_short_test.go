@@ -17,3 +17,7 @@ const restripeKills = 10
 // execCrashKills is how many times TestExecDriverCrashSafety kills the
 // mds in make test (make test-long: 30).
 const execCrashKills = 6
+
+// execRestripeKills is how many times TestExecDriverRestripeCrashSafety
+// kills the mds inside restripes in make test (make test-long: 30).
+const execRestripeKills = 5

@@ -64,10 +64,7 @@ func newFilesRigN(t *testing.T, hot, cold, concurrent int, extraYAML string) *fi
 	r := newRig(t, "")
 	r.store = filepath.Join(r.dir, "store")
 	exports := r.makeDevices(t, func(i int) string { return "path: " + r.devDir(i) })
-	r.placeFiles(t, hot, cold, "set%d/shard-%03d", func(name string, dev int, size int64) error {
-		return files.WriteLayout(r.store, actuator.Layout{File: name, Generation: 1,
-			Mirrors: [][]actuator.Component{{{Device: r.devs[dev], Handle: handleOf(name, r.devs[dev]), Bytes: size}}}})
-	})
+	r.placeFiles(t, hot, cold, "set%d/shard-%03d")
 	hook := filepath.Join(r.dir, "hook.sh")
 	if err := os.WriteFile(hook, []byte(fmt.Sprintf(`#!/bin/sh
 # the crash tests' layout hook: applies each (file, generation) once,
@@ -142,9 +139,9 @@ func (r *filesRig) makeDevices(t *testing.T, extra func(i int) string) string {
 
 // placeFiles writes the rig's files of random content: hot on ds0, cold
 // on each other DS, file n named by the format name (over n mod 3 and n)
-// and 4096·(n+1) bytes short of 1 MiB, at devDir; layout then records
-// each at generation 1 (one component).
-func (r *filesRig) placeFiles(t *testing.T, hot, cold int, name string, layout func(name string, dev int, size int64) error) {
+// and 4096·(n+1) bytes short of 1 MiB, at devDir, each at generation 1
+// (one component).
+func (r *filesRig) placeFiles(t *testing.T, hot, cold int, name string) {
 	t.Helper()
 	n := 0
 	place := func(dev int) {
@@ -160,9 +157,8 @@ func (r *filesRig) placeFiles(t *testing.T, hot, cold int, name string, layout f
 		sum := sha256.Sum256(b)
 		r.sums[f] = hex.EncodeToString(sum[:])
 		r.sizes[f] = int64(len(b))
-		if err := layout(f, dev, int64(len(b))); err != nil {
-			t.Fatal(err)
-		}
+		r.writeLayout(t, actuator.Layout{File: f, Generation: 1,
+			Mirrors: [][]actuator.Component{{{Device: r.devs[dev], Handle: handleOf(f, r.devs[dev]), Bytes: int64(len(b))}}}})
 	}
 	for range hot {
 		place(0)
@@ -192,6 +188,19 @@ actuators:
   verify: {window: 1s, rollback: false}
 %s`, concurrent, driverYAML)
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeLayout records l where the MDS keeps it: the files driver's
+// layout store, or the toy MDS's meta directory.
+func (r *filesRig) writeLayout(t *testing.T, l actuator.Layout) {
+	t.Helper()
+	err := files.WriteLayout(r.store, l)
+	if r.toy != "" {
+		err = writeToyLayout(filepath.Join(r.toy, "meta"), l)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -247,9 +256,7 @@ func (r *filesRig) addStriped(t *testing.T, name string, devs []int, size, unit,
 	r.sums[name] = hex.EncodeToString(sum[:])
 	r.sizes[name] = size
 	r.rates[name] = rate
-	if err := files.WriteLayout(r.store, actuator.Layout{File: name, Generation: 1, StripeUnit: unit, Mirrors: [][]actuator.Component{comps}}); err != nil {
-		t.Fatal(err)
-	}
+	r.writeLayout(t, actuator.Layout{File: name, Generation: 1, StripeUnit: unit, Mirrors: [][]actuator.Component{comps}})
 }
 
 // layouts reads every layout in the store.
