@@ -196,9 +196,11 @@ actuators:
 // layout store, or the toy MDS's meta directory.
 func (r *filesRig) writeLayout(t *testing.T, l actuator.Layout) {
 	t.Helper()
-	err := files.WriteLayout(r.store, l)
+	var err error
 	if r.toy != "" {
 		err = writeToyLayout(filepath.Join(r.toy, "meta"), l)
+	} else {
+		err = files.WriteLayout(r.store, l)
 	}
 	if err != nil {
 		t.Fatal(err)
