@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -88,5 +89,28 @@ func TestActionsAPI(t *testing.T) {
 	}
 	if rec, _ := do("GET", "/api/v1/actions", "", "", local); rec.Header().Get("Content-Type") != "application/json" || rec.Code != http.StatusOK {
 		t.Errorf("list: %d %q", rec.Code, rec.Header().Get("Content-Type"))
+	}
+}
+
+// TestLogActuatorsSaysWhatRuns: the start line names the driver and each
+// kind's mode as the engine runs it, per-kind modes included.
+func TestLogActuatorsSaysWhatRuns(t *testing.T) {
+	j, err := storage.OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	c := actuator.DefaultConfig()
+	c.Modes = map[models.ActionKind]models.ActionMode{models.ActionEvacuateDevice: models.ModeOff, models.ActionSetReadAhead: models.ModeAuto}
+	e, err := actuator.New(actuator.Options{Config: c, Journal: j,
+		Load: func() ([]models.Action, error) { return j.Actions(storage.ActionFilter{}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	logActuators(slog.New(slog.NewTextHandler(&buf, nil)), e)
+	want := `msg=actuators driver=none modes="rebalance=dry-run evacuate_device=off promote_spare=dry-run set_read_ahead=auto"`
+	if !strings.Contains(buf.String(), want) {
+		t.Fatalf("start line %q; want it to contain %q", buf.String(), want)
 	}
 }

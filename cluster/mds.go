@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,6 +261,7 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	if err := m.engine.Start(ctx); err != nil {
 		return err
 	}
+	logActuators(m.logger, m.engine)
 	m.hub.Subscribe(m.engine.ObserveStripes)
 
 	if m.server, err = node.NewServer(ServerOptions{Addr: c.Listen, Role: RoleMDS, Metrics: m.set, Logger: m.logger,
@@ -534,4 +536,16 @@ func cachedFloat(ttl time.Duration, f func() float64) func() float64 {
 		}
 		return v
 	}
+}
+
+// logActuators says at start who moves data and in which mode each planned
+// kind runs, so that an operator reading the log knows whether the mds only
+// proposes (dry-run, the default on a real cluster) or acts.
+func logActuators(log *slog.Logger, e *actuator.Engine) {
+	kinds := append(append([]models.ActionKind{}, actuator.PlanKinds...), models.ActionSetReadAhead)
+	modes := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		modes = append(modes, string(k)+"="+string(e.ModeOf(k)))
+	}
+	log.Info("actuators", "driver", e.Capabilities().Name, "modes", strings.Join(modes, " "))
 }
