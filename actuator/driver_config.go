@@ -88,12 +88,16 @@ func DefaultFilesConfig() FilesConfig {
 type ExecConfig struct {
 	Devices []DeviceSpec `yaml:"devices"`
 	// Commands maps a step (locate, stripes, copy, verify, commit, cleanup,
-	// abort; state and devices optional; with Restripe also restripe_copy, restripe_verify,
+	// abort; state, devices and takeover optional; with Restripe also restripe_copy, restripe_verify,
 	// restripe_commit, restripe_cleanup, restripe_abort) to an argv whose
 	// elements are Go templates over ExecStep (docs/actions.md).
 	Commands map[string][]string `yaml:"commands"`
 	// Timeout bounds one command.
 	Timeout Duration `yaml:"timeout"`
+	// KillGrace is how long a command interrupted (paused, past its
+	// timeout, the mds stopping) has between SIGTERM and SIGKILL to its
+	// process group.
+	KillGrace Duration `yaml:"kill_grace"`
 	// Restripe lets the driver restripe files (restripe_file) through the
 	// restripe_* commands: off by default, so that commands written for
 	// moves are never asked to restripe.
@@ -101,11 +105,14 @@ type ExecConfig struct {
 }
 
 // DefaultExecConfig returns the exec driver's defaults.
-func DefaultExecConfig() ExecConfig { return ExecConfig{Timeout: Duration(time.Hour)} }
+func DefaultExecConfig() ExecConfig {
+	return ExecConfig{Timeout: Duration(time.Hour), KillGrace: Duration(10 * time.Second)}
+}
 
 // ExecSteps are the steps an exec config must give a command for; state
-// (without it a DS state change is refused) and devices (without it the
-// device table is the config's) are optional.
+// (without it a DS state change is refused), devices (without it the
+// device table is the config's) and takeover (without it a new HA leader
+// adopts no move in flight) are optional.
 var ExecSteps = []string{"locate", "stripes", "copy", "verify", "commit", "cleanup", "abort"}
 
 // ExecRestripeSteps are the steps an exec config must give a command for
@@ -179,8 +186,8 @@ func (c *ExecConfig) validate(prefix string) error {
 				errs = append(errs, fmt.Errorf("%scommands.%s: given while %srestripe is off (turn it on to restripe files)", prefix, step, prefix))
 				continue
 			}
-		case step != "state" && step != "devices" && !slices.Contains(ExecSteps, step):
-			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state, devices, %s)", prefix, step, strings.Join(ExecSteps, ", "), strings.Join(ExecRestripeSteps, ", ")))
+		case step != "state" && step != "devices" && step != "takeover" && !slices.Contains(ExecSteps, step):
+			errs = append(errs, fmt.Errorf("%scommands: %q is not a step (%s, state, devices, takeover, %s)", prefix, step, strings.Join(ExecSteps, ", "), strings.Join(ExecRestripeSteps, ", ")))
 			continue
 		}
 		for i, a := range argv {
@@ -197,6 +204,9 @@ func (c *ExecConfig) validate(prefix string) error {
 	}
 	if c.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("%stimeout: %s must be positive", prefix, time.Duration(c.Timeout)))
+	}
+	if c.KillGrace <= 0 {
+		errs = append(errs, fmt.Errorf("%skill_grace: %s must be positive", prefix, time.Duration(c.KillGrace)))
 	}
 	return errors.Join(errs...)
 }

@@ -849,32 +849,7 @@ func restartAfter(t *testing.T, m Mover, heat map[[2]string]float64, n int, kill
 	hot := hotspot("d0", t0)
 	now := t0
 	run := func(j Journal, load func() ([]models.Action, error), ticks int, die bool) {
-		e, err := New(Options{Config: c, Mover: m, Journal: j, Load: load, Clock: func() time.Time { return now }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		for range ticks {
-			var ds []models.StripeDelta
-			for k, v := range heat {
-				ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
-			}
-			e.ObserveStripes(ds)
-			e.Reconcile(context.Background(), now, []models.Finding{hot})
-			e.wg.Wait()
-			now = now.Add(10 * time.Second)
-		}
-		if die {
-			e.mu.Lock()
-			e.started = false
-			e.cancel()
-			e.mu.Unlock()
-			e.wg.Wait()
-			return
-		}
-		e.Stop(context.Background())
+		runEngine(t, Options{Config: c, Mover: m, Journal: j, Load: load}, heat, hot, &now, ticks, die)
 	}
 	sj, err := storage.OpenJournal(t.TempDir())
 	if err != nil {
@@ -890,6 +865,42 @@ func restartAfter(t *testing.T, m Mover, heat map[[2]string]float64, n int, kill
 	plans, _ = sj.Actions(storage.ActionFilter{Plans: true})
 	all, _ = sj.Actions(storage.ActionFilter{})
 	return plans, all
+}
+
+// runEngine starts an engine with o on workers, its clock *now, and
+// ticks it ticks times with heat and the finding hot, 10 s apart, waiting
+// for its workers each tick; with die it then dies without its graceful
+// stop (no abort of the copies under way, as after a kill -9), else it
+// stops.
+func runEngine(t *testing.T, o Options, heat map[[2]string]float64, hot models.Finding, now *time.Time, ticks int, die bool) {
+	t.Helper()
+	o.Clock = func() time.Time { return *now }
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range ticks {
+		var ds []models.StripeDelta
+		for k, v := range heat {
+			ds = append(ds, models.StripeDelta{StripeKey: models.StripeKey{DeviceID: k[0], FileHandle: k[1]}, Duration: 10 * time.Second, Read: models.StripeIO{BytesCompleted: uint64(v * 10)}})
+		}
+		e.ObserveStripes(ds)
+		e.Reconcile(context.Background(), *now, []models.Finding{hot})
+		e.wg.Wait()
+		*now = now.Add(10 * time.Second)
+	}
+	if die {
+		e.mu.Lock()
+		e.started = false
+		e.cancel()
+		e.mu.Unlock()
+		e.wg.Wait()
+		return
+	}
+	e.Stop(context.Background())
 }
 
 // TestEngineResumesAfterCrashAtEveryStep crashes the engine (on workers,

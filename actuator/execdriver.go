@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/template"
 	"time"
@@ -80,6 +81,12 @@ type ExecStep struct {
 	// component order (From and To joined).
 	FromDevices []string `json:"from_devices,omitempty"`
 	ToDevices   []string `json:"to_devices,omitempty"`
+	// InFlight (copy steps, JSON only) is the move as the engine journals
+	// it, its action id and its plan: an MDS whose state both mds of an
+	// HA pair reach keeps it while the move is in flight (copy begun,
+	// not cleaned up or aborted) and gives it back to the takeover
+	// command, for a new leader to adopt the move (Successor).
+	InFlight *InFlight `json:"in_flight,omitempty"`
 }
 
 // ExecOptions configure the exec driver.
@@ -90,7 +97,8 @@ type ExecOptions struct {
 
 // ExecDriver is the exec mover driver: a command per step (ExecConfig).
 // It keeps no state of its own beyond the device states SetState set (in
-// memory; a devices command, when given, reports the MDS's own): the
+// memory; a devices command, when given, reports the MDS's own) and the
+// moves paused (in memory): the
 // MDS's layout, which locate reads, says where every move stands, and the
 // engine's journal the rest.
 type ExecDriver struct {
@@ -101,7 +109,18 @@ type ExecDriver struct {
 	order  []string
 	mu     sync.Mutex
 	states map[string]DeviceState
+	// paused holds the moves (ExecStep.Move) whose data movement is
+	// paused (Pause); in memory only: after a restart the engine pauses
+	// again. running interrupts the copy or verify command under way of
+	// a move.
+	paused  map[string]bool
+	running map[string]func()
 }
+
+var (
+	_ Pauser    = (*ExecDriver)(nil)
+	_ Successor = (*ExecDriver)(nil)
+)
 
 // NewExecDriver checks the config and parses its templates; it runs
 // nothing.
@@ -109,7 +128,8 @@ func NewExecDriver(o ExecOptions) (*ExecDriver, error) {
 	if err := o.Config.validate("actuators.exec."); err != nil {
 		return nil, err
 	}
-	d := &ExecDriver{cfg: o.Config, log: o.Logger, tmpl: map[string][]*template.Template{}, devs: map[string]DeviceSpec{}, states: map[string]DeviceState{}}
+	d := &ExecDriver{cfg: o.Config, log: o.Logger, tmpl: map[string][]*template.Template{}, devs: map[string]DeviceSpec{}, states: map[string]DeviceState{},
+		paused: map[string]bool{}, running: map[string]func(){}}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -267,10 +287,47 @@ func (d *ExecDriver) moveStep(step string, m models.Move) ExecStep {
 	return s
 }
 
+// Pause implements Pauser. Pausing a move interrupts its copy or verify
+// command under way (SIGTERM to the command's process group, SIGKILL
+// after kill_grace), which then reports not done unless it exits 0 (it
+// finished) or 3, 4 or 5 (its answer stands); while the move is paused
+// its copy and verify commands are not run and report not done. After
+// the resume the engine runs the step again: a copy command must go on
+// from what it kept, or start over (docs/actions.md, "The exec driver").
+func (d *ExecDriver) Pause(_ context.Context, _ string, m models.Move, paused bool) error {
+	key := d.moveStep("", m).Move
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !paused {
+		delete(d.paused, key)
+		return nil
+	}
+	d.paused[key] = true
+	if stop := d.running[key]; stop != nil {
+		d.log.Info("exec driver: interrupting a paused move's command", "move", key)
+		stop()
+	}
+	return nil
+}
+
+// unpause forgets m's pause: an aborted move copied again later starts
+// unpaused.
+func (d *ExecDriver) unpause(m models.Move) {
+	d.mu.Lock()
+	delete(d.paused, d.moveStep("", m).Move)
+	d.mu.Unlock()
+}
+
+// pausable says whether step moves data (Pause stops it).
+func pausable(step string) bool {
+	return step == "copy" || step == "verify" || step == "restripe_copy" || step == "restripe_verify"
+}
+
 // copyCmd runs a copy step: exit 0 done, ExecExitUnderWay not yet.
 func (d *ExecDriver) copyCmd(ctx context.Context, step string, r CopyRequest) (Progress, error) {
 	s := d.moveStep(step, r.Move)
 	s.Rate, s.Urgent = int64(math.Ceil(r.RateLimit)), r.Urgent
+	s.InFlight = &InFlight{ID: r.ID, Move: r.Move, Plan: r.Plan}
 	if _, err := d.run(ctx, s); errors.Is(err, errUnderWay) {
 		return Progress{}, nil
 	} else if err != nil {
@@ -322,8 +379,37 @@ func (d *ExecDriver) Cleanup(ctx context.Context, m models.Move) error {
 
 // Abort implements Mover: the abort command.
 func (d *ExecDriver) Abort(ctx context.Context, m models.Move) error {
+	d.unpause(m)
 	_, err := d.run(ctx, d.moveStep("abort", m))
 	return err
+}
+
+// TakeOver implements Successor through the optional takeover command,
+// run once when this mds leads with a new epoch (.Epoch): the MDS raises
+// its fence to the epoch (from then on it refuses a commit of a lower
+// one, exit 3) and prints the moves in flight: the JSON objects the copy
+// steps of those moves were given on stdin (their in_flight member), an
+// array or one after another. Without the command there is nothing to
+// take over (each mds resumes its own journal).
+func (d *ExecDriver) TakeOver(ctx context.Context, epoch uint64) ([]InFlight, error) {
+	if len(d.tmpl["takeover"]) == 0 {
+		return nil, nil
+	}
+	out, err := d.run(ctx, ExecStep{Step: "takeover", Epoch: epoch})
+	if err != nil {
+		return nil, err
+	}
+	var steps []ExecStep
+	if err := decodeObjects(out, &steps); err != nil {
+		return nil, fmt.Errorf("cannot parse the takeover command's output (the copy steps' JSON): %w", err)
+	}
+	var fl []InFlight
+	for _, s := range steps {
+		if s.InFlight != nil && s.InFlight.ID != "" {
+			fl = append(fl, *s.InFlight)
+		}
+	}
+	return fl, nil
 }
 
 // SetState implements Mover: the state command, when configured.
@@ -409,14 +495,23 @@ func (d *ExecDriver) AbortRestripe(ctx context.Context, m models.Move) error {
 	if err := d.restriping(); err != nil {
 		return err
 	}
+	d.unpause(m)
 	_, err := d.run(ctx, d.moveStep("restripe_abort", m))
 	return err
 }
 
 var errUnderWay = errors.New("under way")
 
+// errPausedStep is the cause of a command's interruption by Pause.
+var errPausedStep = errors.New("paused")
+
 // run runs step's command with s in its argv, environment and stdin,
-// within the timeout, and maps its exit code (ExecExit…).
+// within the timeout, and maps its exit code (ExecExit…). An interrupted
+// command (paused, past the timeout, ctx done: the mds stopping) gets
+// SIGTERM on its process group, and SIGKILL kill_grace later if any of
+// the group is left; exit 0 is done even then. A copy or verify command
+// interrupted by Pause, or not started because its move is paused, is
+// not done (errUnderWay) unless it answers 0, 3, 4 or 5.
 func (d *ExecDriver) run(ctx context.Context, s ExecStep) ([]byte, error) {
 	ts := d.tmpl[s.Step]
 	if len(ts) == 0 {
@@ -432,11 +527,35 @@ func (d *ExecDriver) run(ctx context.Context, s ExecStep) ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(d.cfg.Timeout))
 	defer cancel()
+	ctx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	if pausable(s.Step) {
+		d.mu.Lock()
+		if d.paused[s.Move] {
+			d.mu.Unlock()
+			return nil, errUnderWay
+		}
+		d.running[s.Move] = func() { interrupt(errPausedStep) }
+		d.mu.Unlock()
+		defer func() {
+			d.mu.Lock()
+			delete(d.running, s.Move)
+			d.mu.Unlock()
+		}()
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	// the command's children (a script's cp, dd) go with it on a timeout
+	// the command's children (a script's cp, dd) are signalled with it
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
+	grace := time.Duration(d.cfg.KillGrace)
+	var killer atomic.Pointer[time.Timer]
+	cmd.Cancel = func() error {
+		pg := -cmd.Process.Pid
+		_ = syscall.Kill(pg, syscall.SIGTERM)
+		killer.Store(time.AfterFunc(grace, func() { _ = syscall.Kill(pg, syscall.SIGKILL) }))
+		return nil
+	}
+	// after the group's SIGKILL: stop waiting for a pipe a runaway holds
+	cmd.WaitDelay = grace + time.Second
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body) // one line, ">" as it is (the move's name)
 	enc.SetEscapeHTML(false)
@@ -447,18 +566,31 @@ func (d *ExecDriver) run(ctx context.Context, s ExecStep) ([]byte, error) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	d.log.Debug("exec driver: running a step", "step", s.Step, "move", s.Move, "command", argv[0])
 	err := cmd.Run()
+	if k := killer.Load(); k != nil && k.Stop() {
+		// the leader exited within the grace: what of its group is left
+		// (a child that ignored SIGTERM) goes now
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	var ee *exec.ExitError
 	what := s.Step + " " + s.File + s.Device + s.DS
+	paused := errors.Is(context.Cause(ctx), errPausedStep)
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	msg := outputTail(stderr.Bytes())
 	switch {
-	case err == nil:
+	case err == nil || code == 0:
 		return stdout.Bytes(), nil
-	case ctx.Err() != nil:
+	case paused && code != ExecExitRefused && code != ExecExitNotFound && code != ExecExitPermanent:
+		d.log.Info("exec driver: a paused move's command stopped", "step", s.Step, "move", s.Move, "exit", code, "stderr", msg)
+		return nil, errUnderWay
+	case ctx.Err() != nil && !paused:
 		return nil, fmt.Errorf("exec driver: %s: %s: %w", what, argv[0], ctx.Err())
 	case !errors.As(err, &ee):
 		return nil, fmt.Errorf("exec driver: cannot run %s: %w", argv[0], err)
 	}
-	msg := outputTail(stderr.Bytes())
-	switch ee.ExitCode() {
+	switch code {
 	case ExecExitRefused:
 		return nil, fmt.Errorf("exec driver: %s refused (exit 3): %s: %w", what, msg, ErrGenerationChanged)
 	case ExecExitNotFound:
@@ -466,7 +598,7 @@ func (d *ExecDriver) run(ctx context.Context, s ExecStep) ([]byte, error) {
 	case ExecExitPermanent:
 		return nil, Permanent(fmt.Errorf("exec driver: %s failed for good (exit 5): %s", what, msg))
 	case ExecExitUnderWay:
-		if s.Step == "copy" || s.Step == "verify" || s.Step == "restripe_copy" || s.Step == "restripe_verify" {
+		if pausable(s.Step) {
 			return nil, errUnderWay
 		}
 	}

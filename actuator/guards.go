@@ -222,8 +222,11 @@ func (g *guards) openWindow() (window, bool) {
 // pauseMoves pauses the copy and read-back of every running non-urgent
 // move while a checkpoint window is open, and resumes them when it ends
 // (the admit guard keeps new moves from starting; this holds the ones
-// already under way). Urgent moves (a drive about to fail) go on. Only a
-// Pauser driver can pause; with another, a copy under way finishes.
+// already under way). Urgent moves (a drive about to fail) go on. A move
+// whose plan an operator cancelled is paused too, urgent or not, so that
+// its copy under way stops now rather than run to its end before the
+// abort. Only a Pauser driver can pause; with another, a copy under way
+// finishes.
 func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 	pz, ok := e.mover.(Pauser)
 	if !ok {
@@ -231,8 +234,9 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 	}
 	w, open := g.openWindow()
 	type todo struct {
-		a     models.Action
-		pause bool
+		a         models.Action
+		pause     bool
+		cancelled bool
 	}
 	var work []todo
 	e.mu.Lock()
@@ -241,14 +245,16 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 			continue
 		}
 		ph := a.Move.Phase
-		moving := a.State == models.ActionRunning && !a.Urgent && (ph == models.PhaseCopying || ph == models.PhaseCopied)
+		running := a.State == models.ActionRunning && (ph == models.PhaseCopying || ph == models.PhaseCopied)
+		cancelled := running && e.acts[a.Parent] != nil && cancelRequested(e.acts[a.Parent])
+		hold := cancelled || (running && !a.Urgent && open)
 		switch {
-		case moving && open && e.paused[id] == "":
-			work = append(work, todo{*a, true})
-		case e.paused[id] != "" && (!moving || !open):
+		case hold && e.paused[id] == "":
+			work = append(work, todo{*a, true, cancelled})
+		case e.paused[id] != "" && !hold:
 			// the window ended, or the move did (aborted, cancelled): the
 			// driver lets it go, so that a retry of it is not held
-			work = append(work, todo{*a, false})
+			work = append(work, todo{*a, false, false})
 		}
 	}
 	e.mu.Unlock()
@@ -256,6 +262,15 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 	for _, t := range work {
 		if err := pz.Pause(ctx, t.a.ID, *t.a.Move, t.pause); err != nil {
 			e.log.Warn("cannot pause or resume a move", "action", t.a.ID, "pause", t.pause, "err", err)
+			continue
+		}
+		if t.cancelled {
+			// its next step aborts it (moveStep); once it ended, a
+			// later tick lets the driver go
+			e.mu.Lock()
+			e.paused[t.a.ID] = "cancelled: its plan " + t.a.Parent + " was cancelled; the move is aborted"
+			e.mu.Unlock()
+			e.log.Info("move's data movement stopped: its plan was cancelled", "action", t.a.ID, "plan", t.a.Parent)
 			continue
 		}
 		why := ""
@@ -278,6 +293,8 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 		e.mu.Unlock()
 		if t.pause {
 			e.log.Info("move paused for a checkpoint window", "action", t.a.ID, "window", w.subject)
+		} else if t.a.State.Terminal() {
+			e.log.Info("move's pause lifted: it ended", "action", t.a.ID, "state", string(t.a.State))
 		} else {
 			e.log.Info("move resumed after a checkpoint window", "action", t.a.ID)
 		}

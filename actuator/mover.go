@@ -169,8 +169,9 @@ type Mover interface {
 // after the resume goes on from there) and does nothing while paused.
 // Pausing must not change what the move produces: a paused and resumed
 // copy ends byte-identical to one that never paused. Pause is idempotent;
-// id is the move's action id (CopyRequest.ID). A driver without it (exec:
-// its commands are opaque) lets a copy it has under way finish.
+// id is the move's action id (CopyRequest.ID). A driver without it lets a
+// copy it has under way finish. The engine also pauses the moves of a
+// plan an operator cancelled, so that their copies stop before the abort.
 type Pauser interface {
 	Pause(ctx context.Context, id string, m models.Move, paused bool) error
 }
@@ -196,7 +197,8 @@ type Restriper interface {
 }
 
 // Successor is a Mover whose state both mds of an HA pair reach (the files
-// driver's layout store). The engine calls TakeOver when this mds becomes
+// driver's layout store; the MDS itself for the exec driver with a
+// takeover command). The engine calls TakeOver when this mds becomes
 // leader with a new epoch, before it takes any step: the driver fences
 // every older epoch out (a deposed leader's late commit is refused from
 // then on) and returns the moves a previous leader left in flight, which

@@ -7,6 +7,11 @@
 #   ROOT/meta/FILE.mM             mirror M: "DEVICE HANDLE BYTES PATH" a component
 #   ROOT/meta/FILE.retired        components a restripe replaced: "DEVICE PATH"
 #   ROOT/state/DEVICE             a device's state (state sets it, devices reports it)
+#   ROOT/inflight/KEY.json        a move in flight (copy begun, not cleaned up or aborted):
+#                                 its copy step's stdin, which holds in_flight; takeover
+#                                 prints them
+#   ROOT/epoch                    the highest leader epoch takeover was given (the fence:
+#                                 a commit of a lower epoch is refused, exit 3)
 #   ROOT/calls.log                every step called: "STEP MOVE"
 #   ROOT/commits.log              every commit applied: "STEP MOVE"
 #   ROOT/repeats.log              every commit asked again once applied: "STEP MOVE"
@@ -14,7 +19,10 @@
 #                                 MDS serialises its layout changes: a copy left
 #                                 running by a killed mds finishes before the
 #                                 next mds's steps on that file run)
-#   ROOT/pace                     if present, copies are paced to BALLAST_RATE
+#   ROOT/pace                     if present, copies are paced to BALLAST_RATE (and an
+#                                 interrupted one goes on from its part file)
+#   ROOT/interrupted.log          every copy stopped by SIGTERM: "MOVE"
+#   ROOT/resumes.log              every paced copy that went on from a part file: "MOVE BLOCKS"
 #   ROOT/fail.STEP                if present, the step exits with the code it holds
 #   ROOT/lose.STEP                if present, the step is done but exits 1 (once)
 # Moves take their values from argv (templates), restripes from BALLAST_*.
@@ -47,26 +55,56 @@ logical() { # logical FILE MIRROR-LINES-FILE TOTAL: the file's bytes through tho
 	done
 }
 total_of() { awk '{s += $3} END {print s + 0}' "$1"; }
+inflight() { # inflight: ROOT/inflight/KEY.json of this move
+	echo "$root/inflight/$(printf '%s' "$BALLAST_MOVE" | sha256sum | cut -c1-16).json"
+}
+record() { # record: keep this copy step's stdin (in_flight) while the move is in flight
+	mkdir -p "$root/inflight"
+	write "$(inflight)"
+}
+fenced() { # fenced: hold the fence (shared) and refuse an epoch below the highest seen
+	exec 8>>"$root/fence.lock"
+	flock -s 8
+	local seen
+	seen=$(cat "$root/epoch" 2>/dev/null || echo 0)
+	if [ "${BALLAST_EPOCH:-0}" -lt "$seen" ]; then
+		echo "epoch ${BALLAST_EPOCH:-0} is below $seen: a deposed leader" >&2
+		exit 3
+	fi
+}
 lock() { # lock FILE: hold FILE's lock until this step exits
 	mkdir -p "$root/locks"
 	exec 9>>"$root/locks/$1"
 	flock 9
 }
-paced() { # paced SRC DST: cp, or 64 KiB at a time at BALLAST_RATE bytes/s with ROOT/pace
+paced() { # paced SRC DST: cp, or 64 KiB at a time at BALLAST_RATE bytes/s with ROOT/pace,
+	# going on from the whole blocks a DST left by an interrupted copy holds
 	if ! [ -f "$root/pace" ] || [ "${BALLAST_RATE:-0}" -le 0 ]; then
 		cp "$1" "$2"
 		return
 	fi
-	local n=$((($(stat -c %s "$1") + 65535) / 65536)) i nap
+	local n=$((($(stat -c %s "$1") + 65535) / 65536)) i=0 nap
 	nap=$(awk -v r="$BALLAST_RATE" 'BEGIN {printf "%.3f", 65536 / r}')
-	: >"$2"
-	for ((i = 0; i < n; i++)); do
+	[ -f "$2" ] && i=$(($(stat -c %s "$2") / 65536))
+	truncate -s $((i * 65536)) "$2"
+	[ "$i" -gt 0 ] && echo "$BALLAST_MOVE $i" >>"$root/resumes.log"
+	for (( ; i < n; i++)); do
 		dd if="$1" bs=65536 skip="$i" count=1 status=none >>"$2"
 		sleep "$nap"
 	done
 }
 
 case $step in
+takeover)
+	exec 8>>"$root/fence.lock"
+	flock -x 8
+	seen=$(cat "$root/epoch" 2>/dev/null || echo 0)
+	[ "$BALLAST_EPOCH" -ge "$seen" ] || { echo "epoch $BALLAST_EPOCH is below $seen" >&2; exit 3; }
+	echo "$BALLAST_EPOCH" | write "$root/epoch"
+	for f in "$root"/inflight/*.json; do
+		if [ -f "$f" ]; then cat "$f"; fi
+	done
+	;;
 locate)
 	file=$1
 	[ -f "$meta/$file.gen" ] || { echo "no file $file" >&2; exit 4; }
@@ -110,7 +148,11 @@ copy | verify | commit | cleanup | abort)
 	read -r cur handle bytes path <<<"$line"
 	case $step in
 	copy)
+		# interrupted (SIGTERM: paused, cancelled, the mds stopping): the
+		# part file is kept for the next copy to go on from; not done
+		trap 'echo "$BALLAST_MOVE" >>"$root/interrupted.log"; echo "copy of $BALLAST_MOVE interrupted" >&2; exit 75' TERM
 		[ "$cur" = "$from" ] && [ "$(cat "$meta/$file.gen")" = "$gen" ] || exit 3
+		record
 		mkdir -p "$root/dev/$to"
 		[ -f "$root/dev/$to/$path" ] || { paced "$root/dev/$from/$path" "$root/dev/$to/$path.part" && mv "$root/dev/$to/$path.part" "$root/dev/$to/$path"; }
 		;;
@@ -122,6 +164,7 @@ copy | verify | commit | cleanup | abort)
 		echo "sha256:$b"
 		;;
 	commit)
+		fenced
 		g=$(cat "$meta/$file.gen")
 		if [ "$g" = "$((gen + 1))" ] && [ "$cur" = "$to" ]; then # applied before: once
 			echo "commit $BALLAST_MOVE" >>"$root/repeats.log"
@@ -134,11 +177,11 @@ copy | verify | commit | cleanup | abort)
 		;;
 	cleanup)
 		[ "$cur" = "$to" ] || exit 5
-		rm -f "$root/dev/$from/$path"
+		rm -f "$root/dev/$from/$path" "$(inflight)"
 		;;
 	abort)
 		[ "$cur" = "$to" ] && exit 5
-		rm -f "$root/dev/$to/$path" "$root/dev/$to/$path.part"
+		rm -f "$root/dev/$to/$path" "$root/dev/$to/$path.part" "$(inflight)"
 		;;
 	esac
 	;;
@@ -158,6 +201,7 @@ restripe_*)
 	case $step in
 	restripe_copy)
 		[ "$g" = "$gen" ] && [ "$(devices "$file" "$mirror")" = "$BALLAST_FROM" ] || exit 3
+		record
 		total=$(total_of "$lines")
 		n=$(((total + unit - 1) / unit))
 		for ((j = 0; j < w; j++)); do
@@ -183,6 +227,7 @@ restripe_*)
 		echo "sha256:$b"
 		;;
 	restripe_commit)
+		fenced
 		cur=$(devices "$file" "$mirror")
 		if [ "$g" = "$new" ] && [ "$cur" = "$BALLAST_TO" ]; then # applied before: once
 			echo "restripe_commit $BALLAST_MOVE" >>"$root/repeats.log"
@@ -200,10 +245,12 @@ restripe_*)
 			while read -r d p; do rm -f "$root/dev/$d/$p"; done <"$meta/$file.retired"
 			rm -f "$meta/$file.retired"
 		fi
+		rm -f "$(inflight)"
 		;;
 	restripe_abort)
 		[ "$(devices "$file" "$mirror")" = "$BALLAST_TO" ] && exit 5 # committed: nothing to abort
 		for ((j = 0; j < w; j++)); do rm -f "$root/dev/${to[j]}/$(name "$j")" "$root/dev/${to[j]}/$(name "$j").part"; done
+		rm -f "$(inflight)"
 		;;
 	esac
 	;;
