@@ -102,7 +102,9 @@ func startMDSCmd(t *testing.T, setup func(*exec.Cmd), argv []string, dataDir str
 	select {
 	case p.addr = <-addrCh:
 	case err := <-p.done:
-		t.Fatalf("mds exited before starting: %v\n%s", err, p.logs)
+		// its last line is the error Start returned ("ballast mds: …"):
+		// on the first line, so that a filtered test log keeps it
+		t.Fatalf("mds exited before starting: %v: %s\n%s", err, lastLines(p.logs.String(), 1), p.logs)
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatalf("mds did not start within 60s\n%s", p.logs)
