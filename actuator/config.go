@@ -77,6 +77,12 @@ type Budgets struct {
 	// CheckpointMargin widens every predicted checkpoint window; no
 	// non-urgent move starts in it (or would still run in it).
 	CheckpointMargin Duration `yaml:"checkpoint_margin"`
+	// CheckpointUnforecastHold: after a client group's first checkpoint
+	// burst, until a checkpoint_forecast predicts its next one, its next
+	// burst may start at any time; non-urgent evacuations and spare
+	// promotions move no data meanwhile, for at most this long after that
+	// first burst (0: never held).
+	CheckpointUnforecastHold Duration `yaml:"checkpoint_unforecast_hold"`
 }
 
 // Rebalance configures the load-aware rebalancer.
@@ -152,6 +158,8 @@ func DefaultConfig() Config {
 			MaxDrainingDS:        1,
 			Cooldown:             Duration(30 * time.Minute),
 			CheckpointMargin:     Duration(30 * time.Second),
+			// a forecast needs three bursts: two periods of up to 30 min
+			CheckpointUnforecastHold: Duration(time.Hour),
 		},
 		Rebalance: Rebalance{TargetMaxMean: 1.05, MinGain: 0.1, Headroom: 0.1, HeatHalfLife: Duration(time.Minute), Restripe: true},
 		Evacuate:  Evacuate{UseSpares: true, UrgentWithin: Duration(7 * 24 * time.Hour)},
@@ -243,6 +251,9 @@ func (c *Config) Validate(prefix string) error {
 	}
 	if b.CheckpointMargin < 0 {
 		bad("budgets.checkpoint_margin", time.Duration(b.CheckpointMargin), "is negative")
+	}
+	if b.CheckpointUnforecastHold < 0 {
+		bad("budgets.checkpoint_unforecast_hold", time.Duration(b.CheckpointUnforecastHold), "is negative")
 	}
 	r := &c.Rebalance
 	if !(r.TargetMaxMean >= 1) {

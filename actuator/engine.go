@@ -174,6 +174,12 @@ type Engine struct {
 	mirrors  map[string]int       // most mirrors seen per pool
 	nextPlan time.Time
 	now      time.Time
+	// firstBurst is the start of the first checkpoint burst seen of each
+	// group, subject → time; forecasted the groups a checkpoint_forecast
+	// has named since: until then (or checkpoint_unforecast_hold) the
+	// group's next burst may start at any time
+	firstBurst map[string]time.Time
+	forecasted map[string]bool
 	// tickGap is the time between the last two ticks: how far ahead a
 	// checkpoint window counts as open for pausing (the next look comes
 	// no sooner).
@@ -252,6 +258,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.raBurst = map[string]time.Time{}
 	e.paused = map[string]string{}
 	e.writing = map[string]time.Time{}
+	e.firstBurst, e.forecasted = map[string]time.Time{}, map[string]bool{}
 	if e.opts.Load != nil {
 		as, err := e.opts.Load()
 		if err != nil {
@@ -530,6 +537,14 @@ func (e *Engine) Reconcile(ctx context.Context, now time.Time, fs []models.Findi
 			if last.After(e.raBlamed.at) {
 				e.raBlamed.at, e.raBlamed.subject = last, f.Subject.String()
 			}
+		}
+		switch {
+		case f.Kind == findingBurst:
+			if _, ok := e.firstBurst[f.Subject.String()]; !ok {
+				e.firstBurst[f.Subject.String()] = f.Start
+			}
+		case f.Kind == findingForecast && f.Active():
+			e.forecasted[f.Subject.String()] = true
 		}
 		if f.Active() {
 			e.findings[f.ID] = f

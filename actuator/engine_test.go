@@ -961,3 +961,114 @@ func TestEngineStoppingTickPlansNothing(t *testing.T) {
 		t.Fatalf("a live tick journaled %+v; want one rebalance (the test needs a cluster that plans)", ps)
 	}
 }
+
+// TestEngineGuardUnforecastHoldsEvacuations: once a client group has
+// written a checkpoint and no forecast predicts its next, a non-urgent
+// spare promotion moves no data (its copies under way pause, new moves
+// wait, each hold naming checkpoint_unforecast) after the burst's own
+// window has passed; a forecast lets it go on and finish; without a
+// forecast checkpoint_unforecast_hold bounds the wait; an urgent one is
+// never held.
+func TestEngineGuardUnforecastHoldsEvacuations(t *testing.T) {
+	risk := func(from float64, sev models.Severity) models.Finding {
+		return models.Finding{ID: "drive_failure_risk/device:ds0/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0/nvme0"},
+			Severity: sev, Start: t0, LastSeen: t0, Evidence: []models.Evidence{{Name: "failure_window_from", Value: from}}}
+	}
+	burst := func(r *rig, end bool) models.Finding {
+		f := models.Finding{ID: "checkpoint_burst:client:gpu00:1", Kind: "checkpoint_burst", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+			Severity: models.SeverityInfo, Start: t0.Add(20 * time.Second), LastSeen: r.now}
+		if end {
+			f.End = r.now
+		}
+		return f
+	}
+	// start runs the evacuation until copies are under way, then a burst
+	// for a tick and its end, and the checkpoint_margin past it
+	start := func(t *testing.T, hold time.Duration, f models.Finding) *rig {
+		m, heat := hotCluster()
+		m.copyPolls = 8
+		c := testConfig(models.ModeAuto)
+		c.Budgets.CheckpointUnforecastHold = Duration(hold)
+		r := newRig(t, m, c, "")
+		for i := 0; i < 10 && r.copying() == 0; i++ {
+			r.runFor(1, heat, f)
+		}
+		if r.copying() == 0 {
+			t.Fatal("no copy of the evacuation under way")
+		}
+		r.runFor(1, heat, f, burst(r, false))
+		r.runFor(1, heat, f, burst(r, true))
+		r.runFor(4, heat, f) // 40 s: past the 30 s margin
+		return r
+	}
+	held := func(r *rig) (paused, copying, waiting, done int) {
+		for _, mv := range r.moves() {
+			switch {
+			case mv.State == models.ActionSucceeded:
+				done++
+			case strings.HasPrefix(mv.Blocked, unforecastPrefix):
+				paused++
+			case strings.HasPrefix(mv.Blocked, GuardUnforecast+":"):
+				waiting++
+			case mv.Move.Phase == models.PhaseCopying || mv.Move.Phase == models.PhaseCopied:
+				copying++
+			}
+		}
+		return paused, copying, waiting, done
+	}
+	heat := map[[2]string]float64{}
+
+	t.Run("forecast releases", func(t *testing.T) {
+		r := start(t, time.Hour, risk(30, models.SeverityWarning))
+		paused, copying, _, done := held(r)
+		if paused == 0 || copying != 0 || done != 0 {
+			t.Fatalf("%d copies paused, %d copying, %d done with no forecast after the burst; want every copy paused by checkpoint_unforecast", paused, copying, done)
+		}
+		// a new move of the evacuation waits; one of a rebalance does not
+		ps := r.plans()
+		if len(ps) != 1 || ps[0].Kind != models.ActionPromoteSpare || ps[0].Urgent {
+			t.Fatalf("plans %+v; want one non-urgent promote_spare", ps)
+		}
+		mv := &models.Action{ID: "x", Move: &models.Move{File: "new", From: "d1", To: "d2", Bytes: 1}}
+		if why, guard := r.e.newGuards(r.now).admit(mv, &ps[0]); guard != GuardUnforecast || !strings.Contains(why, "client:gpu00") || !strings.Contains(why, "checkpoint_unforecast_hold 1h0m0s") {
+			t.Errorf("a new move of the promotion: %s %q; want refused by checkpoint_unforecast, naming the group and the setting", guard, why)
+		}
+		if why, guard := r.e.newGuards(r.now).admit(mv, &models.Action{Kind: models.ActionRebalance}); guard != "" {
+			t.Errorf("a rebalance's move refused by %s: %s; want it admitted", guard, why)
+		}
+		r.m.mu.Lock()
+		inDriver, steps := len(r.m.paused), r.m.stepsWhilePaused
+		r.m.mu.Unlock()
+		if inDriver != paused || steps != 0 {
+			t.Errorf("driver: %d copies paused, %d steps on them; want %d, 0", inDriver, steps, paused)
+		}
+		next := r.now.Add(time.Hour)
+		fc := models.Finding{ID: "checkpoint_forecast:client:gpu00:1", Kind: "checkpoint_forecast", Subject: models.Subject{Kind: models.SubjectClient, ID: "gpu00"},
+			Severity: models.SeverityInfo, Start: r.now, LastSeen: r.now, Evidence: []models.Evidence{
+				{Name: "next_start", Value: float64(next.Unix())}, {Name: "next_end", Value: float64(next.Add(time.Minute).Unix())}}}
+		r.runFor(60, heat, risk(30, models.SeverityWarning), fc)
+		for _, mv := range r.moves() {
+			if mv.State != models.ActionSucceeded {
+				t.Errorf("move %s: %s (blocked %q); want succeeded once a forecast exists", mv.ID, mv.State, mv.Blocked)
+			}
+		}
+	})
+	t.Run("hold bounded", func(t *testing.T) {
+		r := start(t, 3*time.Minute, risk(30, models.SeverityWarning))
+		if paused, _, waiting, _ := held(r); paused+waiting == 0 {
+			t.Fatal("nothing held by checkpoint_unforecast within its hold")
+		}
+		r.runFor(80, heat, risk(30, models.SeverityWarning))
+		for _, mv := range r.moves() {
+			if mv.State != models.ActionSucceeded {
+				t.Errorf("move %s: %s (blocked %q); want succeeded once checkpoint_unforecast_hold passed", mv.ID, mv.State, mv.Blocked)
+			}
+		}
+	})
+	t.Run("urgent goes on", func(t *testing.T) {
+		r := start(t, time.Hour, risk(3, models.SeverityWarning))
+		if paused, _, waiting, _ := held(r); paused+waiting != 0 {
+			t.Errorf("%d urgent moves held by checkpoint_unforecast; want none", paused+waiting)
+		}
+	})
+}

@@ -14,15 +14,16 @@ import (
 // Guard names, as refusals report them ("<guard>: <why>") and
 // ballast_action_guard_refusals_total counts them.
 const (
-	GuardConcurrency = "concurrency"       // budgets.max_concurrent_moves
-	GuardBytesHour   = "bytes_per_hour"    // budgets.max_bytes_per_hour
-	GuardDeviceBusy  = "device_busy"       // budgets.max_moves_per_device
-	GuardFileBusy    = "file_busy"         // another move of the same file is under way
-	GuardCheckpoint  = "checkpoint_window" // a predicted or ongoing checkpoint burst (not for urgent actions)
-	GuardEvacuations = "evacuations"       // budgets.max_evacuating_devices / max_draining_ds
-	GuardMinIn       = "min_in"            // never fewer devices or DSs than the widest layout needs
-	GuardOffPeak     = "off_peak"          // evacuate.off_peak
-	GuardCooldown    = "cooldown"          // budgets.cooldown
+	GuardConcurrency = "concurrency"           // budgets.max_concurrent_moves
+	GuardBytesHour   = "bytes_per_hour"        // budgets.max_bytes_per_hour
+	GuardDeviceBusy  = "device_busy"           // budgets.max_moves_per_device
+	GuardFileBusy    = "file_busy"             // another move of the same file is under way
+	GuardCheckpoint  = "checkpoint_window"     // a predicted or ongoing checkpoint burst (not for urgent actions)
+	GuardUnforecast  = "checkpoint_unforecast" // budgets.checkpoint_unforecast_hold
+	GuardEvacuations = "evacuations"           // budgets.max_evacuating_devices / max_draining_ds
+	GuardMinIn       = "min_in"                // never fewer devices or DSs than the widest layout needs
+	GuardOffPeak     = "off_peak"              // evacuate.off_peak
+	GuardCooldown    = "cooldown"              // budgets.cooldown
 )
 
 // guards is the budget state of one tick: what is running and what was
@@ -41,6 +42,17 @@ type guards struct {
 	ahead time.Duration
 	dsOf  map[string]string // device → DS, a snapshot
 	files map[string]bool   // files with a move under way
+	// unforecast are the groups that have written a checkpoint burst
+	// and that no forecast has named yet, within
+	// checkpoint_unforecast_hold of their first burst
+	unforecast []unforecast
+}
+
+// unforecast is a group whose next checkpoint may start at any time: it
+// has written one and its period is not known yet.
+type unforecast struct {
+	subject     string
+	first, till time.Time
 }
 
 // window is a checkpoint window, widened by checkpoint_margin; source says
@@ -136,6 +148,14 @@ func (e *Engine) newGuards(now time.Time) *guards {
 			g.windows = append(g.windows, window{from: at, to: at.Add(margin), subject: s, source: windowEnded})
 		}
 	}
+	if hold := time.Duration(e.cfg.Budgets.CheckpointUnforecastHold); hold > 0 {
+		for s, first := range e.firstBurst {
+			if !e.forecasted[s] && now.Before(first.Add(hold)) {
+				g.unforecast = append(g.unforecast, unforecast{subject: s, first: first, till: first.Add(hold)})
+			}
+		}
+		sort.Slice(g.unforecast, func(i, j int) bool { return g.unforecast[i].subject < g.unforecast[j].subject })
+	}
 	// e.findings is a map: in its order, which of two overlapping windows
 	// a refusal or a pause names (and so whether a move's hold changes and
 	// is journaled again) would differ from run to run.
@@ -200,10 +220,35 @@ func (g *guards) admit(a, p *models.Action) (string, string) {
 			}
 		}
 	}
+	if why := g.unforecastWhy(a, p); why != "" {
+		return why, GuardUnforecast
+	}
 	g.take(m)
 	g.files[m.File] = true
 	g.lastHour += m.Bytes
 	return "", ""
+}
+
+// unforecastWhy says why move a of plan p moves no data while a group
+// that has checkpointed has no forecast yet, or "" when it may: only
+// non-urgent evacuations and spare promotions wait (a rebalance answers a
+// hotspot hurting jobs now; an urgent evacuation a drive about to fail).
+func (g *guards) unforecastWhy(a, p *models.Action) string {
+	if a.Urgent || len(g.unforecast) == 0 || p == nil || p.Kind != models.ActionEvacuateDevice && p.Kind != models.ActionPromoteSpare {
+		return ""
+	}
+	u, till := g.unforecast[0], g.unforecast[0].till
+	for _, v := range g.unforecast[1:] {
+		if v.till.After(till) {
+			till = v.till
+		}
+	}
+	more := ""
+	if n := len(g.unforecast) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more groups)", n)
+	}
+	return fmt.Sprintf("%s%s wrote a checkpoint at %s and no checkpoint_forecast predicts its next yet, which may start at any time: a non-urgent %s waits for the forecast, at most until %s (checkpoint_unforecast_hold %s)",
+		u.subject, more, u.first.UTC().Format(time.RFC3339), p.Kind, till.UTC().Format(time.RFC3339), time.Duration(g.e.cfg.Budgets.CheckpointUnforecastHold))
 }
 
 // openWindow returns the checkpoint window now falls in, or that opens
@@ -220,12 +265,14 @@ func (g *guards) openWindow() (window, bool) {
 }
 
 // pauseMoves pauses the copy and read-back of every running non-urgent
-// move while a checkpoint window is open, and resumes them when it ends
-// (the admit guard keeps new moves from starting; this holds the ones
-// already under way). Urgent moves (a drive about to fail) go on. A move
-// whose plan an operator cancelled is paused too, urgent or not, so that
-// its copy under way stops now rather than run to its end before the
-// abort. Only a Pauser driver can pause; with another, a copy under way
+// move while a checkpoint window is open, and of every running non-urgent
+// evacuation's move while a group that has checkpointed has no forecast
+// yet (checkpoint_unforecast_hold), and resumes them when that ends (the
+// admit guard keeps new moves from starting; this holds the ones already
+// under way). Urgent moves (a drive about to fail) go on. A move whose
+// plan an operator cancelled is paused too, urgent or not, so that its
+// copy under way stops now rather than run to its end before the abort.
+// Only a Pauser driver can pause; with another, a copy under way
 // finishes.
 func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 	pz, ok := e.mover.(Pauser)
@@ -235,7 +282,8 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 	w, open := g.openWindow()
 	type todo struct {
 		a         models.Action
-		pause     bool
+		why       string // "": resume
+		drive     bool   // tell the driver (false: only the reason changed)
 		cancelled bool
 	}
 	var work []todo
@@ -246,56 +294,69 @@ func (e *Engine) pauseMoves(ctx context.Context, g *guards) {
 		}
 		ph := a.Move.Phase
 		running := a.State == models.ActionRunning && (ph == models.PhaseCopying || ph == models.PhaseCopied)
-		cancelled := running && e.acts[a.Parent] != nil && cancelRequested(e.acts[a.Parent])
-		hold := cancelled || (running && !a.Urgent && open)
-		switch {
-		case hold && e.paused[id] == "":
-			work = append(work, todo{*a, true, cancelled})
-		case e.paused[id] != "" && !hold:
-			// the window ended, or the move did (aborted, cancelled): the
-			// driver lets it go, so that a retry of it is not held
-			work = append(work, todo{*a, false, false})
-		}
-	}
-	e.mu.Unlock()
-	sort.Slice(work, func(i, j int) bool { return work[i].a.ID < work[j].a.ID })
-	for _, t := range work {
-		if err := pz.Pause(ctx, t.a.ID, *t.a.Move, t.pause); err != nil {
-			e.log.Warn("cannot pause or resume a move", "action", t.a.ID, "pause", t.pause, "err", err)
-			continue
-		}
-		if t.cancelled {
-			// its next step aborts it (moveStep); once it ended, a
-			// later tick lets the driver go
-			e.mu.Lock()
-			e.paused[t.a.ID] = "cancelled: its plan " + t.a.Parent + " was cancelled; the move is aborted"
-			e.mu.Unlock()
-			e.log.Info("move's data movement stopped: its plan was cancelled", "action", t.a.ID, "plan", t.a.Parent)
-			continue
-		}
+		p := e.acts[a.Parent]
+		cancelled := running && p != nil && cancelRequested(p)
 		why := ""
-		if t.pause {
+		switch {
+		case cancelled:
+			// its next step aborts it (moveStep); once it ended, a later
+			// tick lets the driver go
+			why = "cancelled: its plan " + a.Parent + " was cancelled; the move is aborted"
+		case !running || a.Urgent:
+		case open:
 			opens := ""
 			if g.now.Before(w.from) {
 				opens = "; it opens before the next tick"
 			}
 			why = fmt.Sprintf("%s while %s checkpoints (%s) %s–%s (with checkpoint_margin%s); resumes when the window ends",
 				pausedPrefix, w.subject, w.source, w.from.UTC().Format(time.RFC3339), w.to.UTC().Format(time.RFC3339), opens)
-			e.met.refused(GuardCheckpoint)
+		case p != nil:
+			if u := g.unforecastWhy(a, p); u != "" {
+				why = unforecastPrefix + ": " + u
+			}
+		}
+		was := e.paused[id]
+		switch {
+		case why != "" && was == "":
+			work = append(work, todo{*a, why, true, cancelled})
+		case why == "" && was != "":
+			// the window ended, or the move did (aborted, cancelled): the
+			// driver lets it go, so that a retry of it is not held
+			work = append(work, todo{*a, "", true, false})
+		case why != "" && guardOf(why) != guardOf(was):
+			// held on, for another reason now: its hold says which
+			work = append(work, todo{*a, why, false, cancelled})
+		}
+	}
+	e.mu.Unlock()
+	sort.Slice(work, func(i, j int) bool { return work[i].a.ID < work[j].a.ID })
+	for _, t := range work {
+		if t.drive {
+			if err := pz.Pause(ctx, t.a.ID, *t.a.Move, t.why != ""); err != nil {
+				e.log.Warn("cannot pause or resume a move", "action", t.a.ID, "pause", t.why != "", "err", err)
+				continue
+			}
+		}
+		if t.why != "" && !t.cancelled {
+			e.met.refused(guardOf(t.why))
 		}
 		// the move's own step journals why it is held (it holds the key)
 		e.mu.Lock()
-		if t.pause {
-			e.paused[t.a.ID] = why
+		if t.why != "" {
+			e.paused[t.a.ID] = t.why
 		} else {
 			delete(e.paused, t.a.ID)
 		}
 		e.mu.Unlock()
-		if t.pause {
-			e.log.Info("move paused for a checkpoint window", "action", t.a.ID, "window", w.subject)
-		} else if t.a.State.Terminal() {
+		switch {
+		case t.cancelled && t.drive:
+			e.log.Info("move's data movement stopped: its plan was cancelled", "action", t.a.ID, "plan", t.a.Parent)
+		case t.why != "" && t.drive:
+			e.log.Info("move paused for a checkpoint window", "action", t.a.ID, "why", t.why)
+		case t.why != "":
+		case t.a.State.Terminal():
 			e.log.Info("move's pause lifted: it ended", "action", t.a.ID, "state", string(t.a.State))
-		} else {
+		default:
 			e.log.Info("move resumed after a checkpoint window", "action", t.a.ID)
 		}
 	}
@@ -315,7 +376,7 @@ func (e *Engine) pausedWhy(id string) string {
 func (e *Engine) holdPaused(a *models.Action, now time.Time) (bool, error) {
 	why := e.pausedWhy(a.ID)
 	if why == "" {
-		if strings.HasPrefix(a.Blocked, pausedPrefix) {
+		if strings.HasPrefix(a.Blocked, pausedPrefix) || strings.HasPrefix(a.Blocked, unforecastPrefix) {
 			a.Blocked, a.Updated = "", now
 			if err := e.save(a); err != nil {
 				e.requeue(a.ID, now.Add(e.backoff(1)))
@@ -334,6 +395,10 @@ func (e *Engine) holdPaused(a *models.Action, now time.Time) (bool, error) {
 
 // pausedPrefix starts the hold of a move paused for a checkpoint window.
 const pausedPrefix = GuardCheckpoint + ": paused"
+
+// unforecastPrefix starts the hold of a move paused while a group that
+// has checkpointed has no forecast yet.
+const unforecastPrefix = GuardUnforecast + ": paused"
 
 // rateFor is the pace of a copy: the device and DS shares of bandwidth
 // migration may take, split over the copies on each. A restripe reads its
