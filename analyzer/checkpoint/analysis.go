@@ -73,7 +73,9 @@ type Periodicity struct {
 	// Bursts is how many bursts the fit used; Missing how many lattice slots
 	// between the first and last of them had no burst.
 	Bursts, Missing int
-	// Next is the predicted start: the lattice point after the last burst.
+	// Next is the predicted start: the lattice point after the last burst
+	// (the last start plus the period in the renewal view), moved by the
+	// bursts' mean onset inside their first sample.
 	Next time.Time
 	// NextStart and NextEnd bound the predicted next burst: the lattice
 	// point after the last burst, widened by twice the jitter, ending after
@@ -368,10 +370,25 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 	// Lattice fit of burst starts.
 	starts := make([]float64, len(bursts))
 	durs := make([]float64, len(bursts))
+	// A burst's start is the beginning of its first raised sample's
+	// interval; it began somewhere inside it (onset), so predictions from
+	// those starts come early by about half a sample on average. The fit
+	// keeps the whole-sample starts (an offset common to all moves no
+	// period), and the predicted start moves by the mean offset of the
+	// bursts before the newest: the newest's level is not known while it
+	// lasts, and so the forecast moves only when a burst is added.
+	base, _, busy := levels(g.v, p.MinBandwidth)
+	shift := 0.0
 	for i, b := range bursts {
 		starts[i] = b.Start.Sub(g.t0).Seconds()
 		durs[i] = b.End.Sub(b.Start).Seconds()
+		if i < len(bursts)-1 {
+			shift += onset(g, b, base, busy) - starts[i]
+		}
 	}
+	// To the second: the offsets are read against burst levels that vary,
+	// and a forecast should not move by milliseconds as they drift.
+	shift = math.Round(shift / float64(len(bursts)-1))
 	a, period, rms, n, missing := fitLattice(starts, coarse)
 	if period <= 0 || n < p.MinBursts {
 		return Periodicity{}, false
@@ -425,6 +442,7 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 		next = last + rp
 		slack = math.Max(2*rsd, sec)
 	}
+	next += shift
 	per.Next = g.t0.Add(seconds(next))
 	per.NextStart = g.t0.Add(seconds(next - slack))
 	per.NextEnd = g.t0.Add(seconds(next + dur + slack))
@@ -659,3 +677,36 @@ func lerp(y []float64, x float64) float64 {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// onset is the start of burst b, in seconds after g.t0, inside its first
+// sample's interval. A sample is the mean rate over its interval, so the
+// first sample of a burst that began late in the interval holds only that
+// part of it: the start is the interval's end less the share of a sample
+// the first one holds, (first − idle) ÷ (level − idle) of a step, where
+// level is the median of the burst's other samples but its last (partial
+// too, at the end), or of all raised samples of the series while the burst
+// has no other yet. A first sample at or above the level is a full one:
+// the start stays at the interval's beginning.
+func onset(g *grid, b Burst, base, busy float64) float64 {
+	i := int((b.Start.Sub(g.t0) + g.step/2) / g.step)
+	j := int((b.End.Sub(g.t0) + g.step/2) / g.step) // one past the last cell
+	start := float64(i) * g.step.Seconds()
+	if i < 0 || i >= len(g.v) || j > len(g.v) {
+		return start
+	}
+	var full []float64
+	for k := i + 1; k < j; k++ {
+		if !math.IsNaN(g.v[k]) && (k < j-1 || j-i <= 2) {
+			full = append(full, g.v[k])
+		}
+	}
+	lvl := busy
+	if len(full) > 0 {
+		lvl = robust.Median(full)
+	}
+	if !(lvl > base) {
+		return start
+	}
+	f := min(1, max(0, (g.v[i]-base)/(lvl-base)))
+	return start + (1-f)*g.step.Seconds()
+}
