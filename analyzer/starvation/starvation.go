@@ -35,7 +35,10 @@
 // blamed on it, closed after ExitAfter without) gets its own finding once
 // the GPUs it starved have lost MinEpisodeGPUSeconds in it (their whole
 // loss, also the part shared with other causes blamed beside it: a read
-// striped over eight saturated DSs waits for all of them); it is critical while the cause has cost
+// striped over eight saturated DSs waits for all of them), or at once
+// when its cause is hot (a hotspot finding of its own names it and holds
+// at this tick: the fault is confirmed, and the finding says what it
+// costs the GPUs); it is critical while the cause has cost
 // at least CriticalShare of the GPU time of all GPUs seen (a moving average
 // over CriticalAfter) and has lasted CriticalAfter, else a warning. Shorter
 // episodes, and checkpoint pauses (the job's own synchronous checkpoint,
@@ -144,8 +147,8 @@ type Options struct {
 	CriticalAfter time.Duration
 	// MinEpisodeGPUSeconds is what the GPUs an episode starved must lose
 	// in it (their whole loss, shared with other causes or not) for a
-	// finding of its own; shorter ones are folded into their cause's
-	// recurring finding [60].
+	// finding of its own, unless its cause is hot; shorter ones are
+	// folded into their cause's recurring finding [60].
 	MinEpisodeGPUSeconds float64
 	// PauseUtil and PauseShare: a job whose checkpoint burst the detector
 	// no longer sees is still in its pause while PauseShare of its GPUs
@@ -235,6 +238,7 @@ type blame struct {
 	total  int              // GPUs seen at that tick
 	within []models.Subject // the blamed subject's ancestors, nearest first
 	pause  bool             // a checkpoint pause
+	hot    bool             // the subject was hot at the last tick blamed
 	shown  time.Time        // when it first got a finding of its own; zero: not yet
 	// reopened is when an episode without a finding of its own made its
 	// cause's published recurring finding active again (zero: it did not);
@@ -646,6 +650,7 @@ type culprit struct {
 	reason  string
 	weight  float64
 	within  []models.Subject
+	hot     bool // the subject itself is hot (Health.Hot)
 }
 
 // ancestors lists s's parents, nearest first.
@@ -696,7 +701,7 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 	}
 	out := make([]culprit, 0, len(blamed))
 	for s, why := range blamed {
-		out = append(out, culprit{subject: s, reason: why, weight: t.share(s, shares), within: t.ancestors(s)})
+		out = append(out, culprit{subject: s, reason: why, weight: t.share(s, shares), within: t.ancestors(s), hot: t.state[s]&hot != 0})
 	}
 	sort.Slice(out, func(i, j int) bool { return less(out[i].subject, out[j].subject) })
 	total := 0.0
@@ -844,7 +849,10 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		if e := a.tracker.Get(key); e != nil && now.Sub(e.Onset) >= a.opts.CriticalAfter {
 			b.peak = max(b.peak, b.rate)
 		}
-		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && b.whole >= a.opts.MinEpisodeGPUSeconds {
+		// A hot cause is already a confirmed fault (the hotspot
+		// analyzer's own entry gate keeps one-tick flaps out): its GPUs'
+		// loss need not add up to a minute before the operator sees it.
+		if b.shown.IsZero() && !b.pause && b.stamp.Equal(now) && (b.whole >= a.opts.MinEpisodeGPUSeconds || b.hot) {
 			b.shown = now
 		}
 		if b.shown.IsZero() && b.reopened.IsZero() && b.stamp.Equal(now) {
@@ -1030,8 +1038,9 @@ func (a *Analyzer) charge(now time.Time, c culprit, g GPU, lost, whole float64) 
 		a.blames[key] = b
 	}
 	if !b.stamp.Equal(now) {
-		b.stamp, b.gpus, b.nodes = now, map[string]bool{}, map[string]bool{}
+		b.stamp, b.gpus, b.nodes, b.hot = now, map[string]bool{}, map[string]bool{}, false
 	}
+	b.hot = b.hot || c.hot
 	b.total = a.gpus
 	b.pause = c.reason == "checkpoint pause"
 	b.cause = c.reason

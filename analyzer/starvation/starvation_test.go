@@ -571,6 +571,60 @@ func TestSharedLossCostsAGPUMinute(t *testing.T) {
 	}
 }
 
+// TestHotCauseShownAtOnce: n3's 8 GPUs drop from 0.9 to 0.7 for one
+// tick, 16 GPU-s, well under MinEpisodeGPUSeconds. Blamed on a device
+// that is only slow, the episode waits (it may be a one-tick flap); blamed
+// on a device a hotspot finding names (Hot), the fault is confirmed and
+// the episode gets its own finding at that first tick.
+func TestHotCauseShownAtOnce(t *testing.T) {
+	dev := subj(models.SubjectDevice, "ds3/nvme0")
+	for _, hot := range []bool{false, true} {
+		a, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var own []models.Finding
+		for i := range 4 {
+			c := newCluster()
+			if i == 2 {
+				h := c.health[dev]
+				h.Latency = 0.01
+				h.Hot = hot
+				c.util["n3"] = 0.7
+			}
+			now := t0.Add(time.Duration(i) * 10 * time.Second)
+			if err := a.Observe(now, c.input()); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range a.Findings(now) {
+				if f.Subject == dev && !strings.HasSuffix(f.ID, ":recurring") && i == 2 {
+					own = append(own, f)
+				}
+			}
+		}
+		if hot && (len(own) != 1 || !own[0].Active() || own[0].Severity != models.SeverityWarning) {
+			t.Errorf("hot device: findings of its own at the blip's tick %+v; want one, active, warning", own)
+		}
+		if !hot && len(own) != 0 {
+			t.Errorf("slow device: findings of its own at the blip's tick %+v; want none (16 GPU-s is under MinEpisodeGPUSeconds)", own)
+		}
+		// The episode is still open (ExitAfter has not passed): reported
+		// at its first tick when hot, not yet when only slow.
+		var reported []time.Time
+		for _, e := range a.Episodes() {
+			if e.Finding.Subject == dev && !e.Reported.IsZero() {
+				reported = append(reported, e.Reported)
+			}
+		}
+		if hot && (len(reported) != 1 || !reported[0].Equal(t0.Add(20*time.Second))) {
+			t.Errorf("hot device: episode reported at %v; want once, at its first tick %v", reported, t0.Add(20*time.Second))
+		}
+		if !hot && len(reported) != 0 {
+			t.Errorf("slow device: episode reported at %v; want not yet", reported)
+		}
+	}
+}
+
 // TestPauseLastsWhileGPUsStayStopped: job j2's synchronous checkpoint
 // hangs on ds2, lost mid-burst. The burst detector stops listing the job
 // after two ticks (its write rate collapsed), but all its GPUs stay at 0
