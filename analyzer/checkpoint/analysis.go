@@ -388,7 +388,9 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 	}
 	// To the second: the offsets are read against burst levels that vary,
 	// and a forecast should not move by milliseconds as they drift.
-	shift = math.Round(shift / float64(len(bursts)-1))
+	if len(bursts) > 1 {
+		shift = math.Round(shift / float64(len(bursts)-1))
+	}
 	a, period, rms, n, missing := fitLattice(starts, coarse)
 	if period <= 0 || n < p.MinBursts {
 		return Periodicity{}, false
