@@ -301,6 +301,8 @@ type Analyzer struct {
 	lost     map[string]float64    // cumulative GPU-seconds by cause key
 	last     time.Time
 	paused   map[string]bool                       // jobs in a checkpoint pause at the last tick
+	held     map[string]bool                       // jobs in a burst whose GPUs stopped together in it
+	resumed  map[string]bool                       // of those, the ones whose GPUs have all run again since
 	paths    map[string]map[models.Subject]float64 // remembered read shares per node
 	parents  map[models.Subject]*remembered        // remembered topology
 	// unproven are the GPUs whose level is only what they did on a path
@@ -336,6 +338,7 @@ func New(opts Options) (*Analyzer, error) {
 		opts: o, level: map[string]float64{}, unproven: map[string]bool{}, expected: map[models.Subject]float64{},
 		tracker: episode.New(0, o.ExitAfter), blames: map[string]*blame{}, lost: map[string]float64{}, recur: map[string]*recurring{},
 		paths: map[string]map[models.Subject]float64{}, parents: map[models.Subject]*remembered{},
+		held: map[string]bool{}, resumed: map[string]bool{},
 	}, nil
 }
 
@@ -900,11 +903,57 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 // too), so a starting job needs both; and a pause seen only so is not
 // carried to the next tick unless the detector then sees the burst or the
 // job is starting still.
+// At its end the rate is late too: the burst detector's rate window still
+// holds the last writes a tick after the GPUs resumed. A job in a burst
+// whose GPUs stopped together in it and have all been back at their
+// level since (none MinDrop below it) has ended its synchronous pause,
+// whatever the rate still shows; what its GPUs lose from then on is
+// analysed like any other loss (checkpoint-storm, seed 5: train-a's GPUs, back from their
+// pause, starved at 0.72 on data servers filled by train-b's checkpoint
+// and the loss of the tick after was the pause's). A sample part-way
+// back (the pause ended within its second) is still the pause's. A
+// checkpoint staged
+// through host memory, whose GPUs resume while its writes go on, is load
+// on the data servers like any other writer's. GPUs that never stopped
+// together in the burst (an asynchronous checkpoint competing with the
+// job's reads) keep their loss on the checkpoint while it is seen.
 func (a *Analyzer) pausing(bursts, starting []string, gpus []GPU) map[string]bool {
 	now := make(map[string]bool, len(bursts))
+	listed := make(map[string]bool, len(bursts))
 	for _, j := range bursts {
 		if j != "" {
-			now[j] = true
+			listed[j] = true
+		}
+	}
+	if len(listed) > 0 {
+		stopped, working, all := map[string]int{}, map[string]int{}, map[string]int{}
+		for _, g := range gpus {
+			if listed[g.Job] {
+				all[g.Job]++
+				if g.Util <= a.opts.PauseUtil {
+					stopped[g.Job]++
+				}
+				if lvl, ok := a.level[g.ID]; ok && g.Util > lvl-a.opts.MinDrop {
+					working[g.Job]++
+				}
+			}
+		}
+		for j := range listed {
+			switch {
+			case all[j] > 0 && float64(stopped[j]) >= a.opts.PauseShare*float64(all[j]):
+				a.held[j], a.resumed[j] = true, false
+			case a.held[j] && all[j] > 0 && working[j] == all[j]:
+				a.resumed[j] = true
+			}
+			if !a.resumed[j] {
+				now[j] = true
+			}
+		}
+	}
+	for j := range a.held {
+		if !listed[j] {
+			delete(a.held, j)
+			delete(a.resumed, j)
 		}
 	}
 	// Jobs that are paused if their GPUs are stopped together.

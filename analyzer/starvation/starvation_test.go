@@ -679,6 +679,44 @@ func TestPauseLastsWhileGPUsStayStopped(t *testing.T) {
 	}
 }
 
+// TestPauseEndsWhenGPUsResume: job j1's synchronous checkpoint stops its
+// GPUs for two ticks; the burst detector, whose rate window still holds
+// the last writes, lists the burst for three more. At the first the GPUs
+// are part-way back (0.5: the pause ended within the sample's second),
+// which is still the pause; at the second they are back at their level
+// (0.9), so the pause is over; at the third, and the tick after the
+// burst, they starve at 0.5 behind a device saturated by another job,
+// and that loss is the device's. GPUs that never stopped together in a
+// burst (the "checkpoint pause" phase of TestAttribution, at 0.3) keep
+// their loss on the checkpoint.
+func TestPauseEndsWhenGPUsResume(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	dev := c.health[subj(models.SubjectDevice, "ds1/nvme2")]
+	tick := 0
+	observe(t, a, c, &tick, 3)
+	c.ckpt, c.util["n1"] = []string{"j1"}, 0
+	observe(t, a, c, &tick, 2)
+	c.util["n1"], dev.Util = 0.5, 0.97
+	observe(t, a, c, &tick, 1)
+	c.util["n1"], dev.Util = 0.9, 0.4
+	observe(t, a, c, &tick, 1)
+	c.util["n1"], dev.Util = 0.5, 0.97
+	observe(t, a, c, &tick, 1)
+	c.ckpt = nil
+	observe(t, a, c, &tick, 1)
+	lost := a.LostByCause()
+	// 8 GPUs: two stopped ticks losing 0.9 of 10 s and one part-way back
+	// losing 0.4 on the checkpoint; two starved ticks losing 0.4 on the
+	// device.
+	if math.Abs(lost["checkpoint:j1"]-176) > 1e-6 || math.Abs(lost["device:ds1/nvme2"]-64) > 1e-6 {
+		t.Errorf("lost %v; want 176 GPU-s on checkpoint:j1 (its stopped ticks and the one part-way back) and 64 on device:ds1/nvme2", lost)
+	}
+}
+
 // TestLevelFromBefore: the analyzer starts while a device saturated by a
 // hot shard already starves n0's GPUs (at 0.5) and n1's GPUs are idle
 // for a reason that is not storage (at 0.2). With the GPUs' earlier
