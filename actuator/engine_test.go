@@ -1072,3 +1072,109 @@ func TestEngineGuardUnforecastHoldsEvacuations(t *testing.T) {
 		}
 	})
 }
+
+// A drive about to fail is evacuated urgently whatever else is said about
+// it: its drive_failure_risk outranks a drive_wearout for the same drive,
+// in one tick or later, and escalates the wear-out's open plan to urgent,
+// once, across a restart, and without skipping an operator's approval.
+func TestEngineRiskOutranksWearout(t *testing.T) {
+	wear := models.Finding{ID: "drive_wearout/device:ds1/nvme0", Kind: "drive_wearout", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds1/nvme0"},
+		Severity: models.SeverityInfo, Start: t0, LastSeen: t0, Summary: "worn out"}
+	risk := models.Finding{ID: "drive_failure_risk/device:ds1/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds1/nvme0"},
+		Severity: models.SeverityCritical, Start: t0, LastSeen: t0, Summary: "media errors rising"}
+	cfg := func(mode models.ActionMode) Config {
+		c := testConfig(mode)
+		c.Evacuate.OffPeak = "01:00-05:00" // t0 is 12:00: a replacement waits 13 h
+		return c
+	}
+	plan := func(t *testing.T, r *rig) (models.Action, []models.Action) {
+		t.Helper()
+		ps := r.plans()
+		if len(ps) != 1 {
+			t.Fatalf("%d plans; want one for the drive", len(ps))
+		}
+		var kids []models.Action
+		for _, mv := range r.moves() {
+			if mv.Parent == ps[0].ID {
+				kids = append(kids, mv)
+			}
+		}
+		if len(kids) == 0 {
+			t.Fatalf("plan %s has no moves", ps[0].ID)
+		}
+		return ps[0], kids
+	}
+	wantUrgent := func(t *testing.T, r *rig) models.Action {
+		t.Helper()
+		p, kids := plan(t, r)
+		if !p.Urgent || !p.NotBefore.IsZero() || strings.HasPrefix(p.Blocked, GuardOffPeak+":") || p.FindingID != risk.ID {
+			t.Errorf("plan: urgent %v, not before %s, held by %q, finding %s; want urgent, not waiting for off-peak, serving %s", p.Urgent, p.NotBefore, p.Blocked, p.FindingID, risk.ID)
+		}
+		for _, mv := range kids {
+			if !mv.Urgent {
+				t.Errorf("move %s (%s) is not urgent", mv.ID, mv.State)
+			}
+		}
+		return p
+	}
+
+	t.Run("wear-out first", func(t *testing.T) {
+		m, heat := hotCluster()
+		dir := t.TempDir()
+		r := newRig(t, m, cfg(models.ModeAuto), dir)
+		r.runFor(3, heat, wear)
+		if p, _ := plan(t, r); p.Urgent || !strings.HasPrefix(p.Blocked, GuardOffPeak+":") {
+			t.Fatalf("wear-out plan: urgent %v, held by %q; want non-urgent, waiting for off-peak", p.Urgent, p.Blocked)
+		}
+		r.runFor(1, heat, wear, risk)
+		p := wantUrgent(t, r)
+		if !strings.Contains(p.Reason, "escalated to urgent at ") || !strings.Contains(p.Reason, risk.Summary) {
+			t.Errorf("reason %q; want it to say when and why the plan became urgent", p.Reason)
+		}
+		// a restart reads the escalation back from the journal: nothing
+		// changes again
+		r.e.Stop(context.Background())
+		r.j.Close()
+		r2 := newRig(t, m, cfg(models.ModeAuto), dir)
+		r2.now = r.now
+		r2.runFor(30, heat, wear, risk)
+		p = wantUrgent(t, r2)
+		if n := strings.Count(p.Reason, "escalated to urgent"); n != 1 {
+			t.Errorf("reason says %d times that it was escalated; want once: %q", n, p.Reason)
+		}
+		if p.State != models.ActionSucceeded {
+			t.Errorf("plan %s (%s) 5 minutes after the risk; want succeeded, not waiting for 01:00", p.State, p.Blocked)
+		}
+	})
+	w := wear
+	w.ID = "0/" + wear.ID // findings are read in id order: this one first
+	for _, tc := range []struct {
+		name          string
+		first, second []models.Finding
+	}{
+		{"one tick, wear-out listed first", []models.Finding{w, risk}, []models.Finding{w, risk}},
+		{"risk first", []models.Finding{risk}, []models.Finding{risk, wear}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, heat := hotCluster()
+			r := newRig(t, m, cfg(models.ModeAuto), "")
+			r.runFor(2, heat, tc.first...)
+			r.runFor(3, heat, tc.second...)
+			if p := wantUrgent(t, r); strings.Contains(p.Reason, "escalated") || !strings.HasPrefix(p.Reason, risk.Kind) {
+				t.Errorf("reason %q; want the risk's plan from the start, never escalated", p.Reason)
+			}
+		})
+	}
+	t.Run("approve", func(t *testing.T) {
+		m, heat := hotCluster()
+		r := newRig(t, m, cfg(models.ModeApprove), "")
+		r.runFor(3, heat, wear)
+		r.runFor(3, heat, wear, risk)
+		if p := wantUrgent(t, r); p.State != models.ActionAwaitingApproval {
+			t.Errorf("plan %s; want still awaiting approval, now urgent", p.State)
+		}
+		if n := m.calls["copy"]; n != 0 {
+			t.Errorf("copied %d times before approval", n)
+		}
+	})
+}

@@ -584,13 +584,44 @@ func failureWindow(f *models.Finding) (from float64, ok bool) {
 	return 0, false
 }
 
+// riskUrgent reports whether a drive_failure_risk finding makes its
+// drive's evacuation urgent: the finding is critical or the failure is
+// predicted within evacuate.urgent_within. A wear-out never is.
+func (e *Engine) riskUrgent(f *models.Finding) bool {
+	if f.Kind != findingRisk {
+		return false
+	}
+	from, ok := failureWindow(f)
+	return f.Severity == models.SeverityCritical || (ok && time.Duration(from*24*float64(time.Hour)) <= time.Duration(e.cfg.Evacuate.UrgentWithin))
+}
+
+// evacRank orders the findings about one drive: an urgent risk outranks
+// any other risk, and a risk outranks a wear-out (a drive about to fail is
+// evacuated now, whatever else is said about it).
+func (e *Engine) evacRank(f *models.Finding) int {
+	switch {
+	case e.riskUrgent(f):
+		return 2
+	case f.Kind == findingRisk:
+		return 1
+	}
+	return 0
+}
+
 // planEvacuations opens an evacuation (or a spare promotion) for every
 // drive a drive_failure_risk finding names (urgent when the failure is
 // predicted within evacuate.urgent_within or the finding is critical), and
-// a replacement, scheduled off-peak, for every drive_wearout.
+// a replacement, scheduled off-peak, for every drive_wearout. Per drive
+// the risk finding outranks the wear-out, and an open non-urgent plan for
+// a drive an urgent risk names is escalated to urgent (escalate).
 func (e *Engine) planEvacuations(ctx context.Context, now time.Time, devs []Device, fs []models.Finding) error {
 	var errs []error
-	planned := map[string]bool{}
+	type pick struct {
+		f   models.Finding
+		dev Device
+	}
+	best := map[string]*pick{}
+	var order []string
 	for _, f := range fs {
 		if f.Kind != findingRisk && f.Kind != findingWearout {
 			continue
@@ -600,13 +631,22 @@ func (e *Engine) planEvacuations(ctx context.Context, now time.Time, devs []Devi
 			e.log.Debug("no device for a drive finding", "finding", f.ID, "drive", f.Subject.ID)
 			continue
 		}
-		if planned[dev.ID] {
-			continue
+		cur := best[dev.ID]
+		if cur == nil {
+			order = append(order, dev.ID)
+			best[dev.ID] = &pick{f: f, dev: dev}
+		} else if e.evacRank(&f) > e.evacRank(&cur.f) {
+			cur.f = f
 		}
-		planned[dev.ID] = true
+	}
+	for _, id := range order {
+		f, dev := best[id].f, best[id].dev
 		subj := models.Subject{Kind: models.SubjectDevice, ID: dev.ID}
 		key := string(models.ActionEvacuateDevice) + "|" + subj.String()
 		if e.openPlanFor(key) {
+			if e.riskUrgent(&f) {
+				errs = append(errs, e.escalate(now, key, &f))
+			}
 			continue
 		}
 		if cool, _ := e.cooling(key, now); cool {
@@ -643,16 +683,11 @@ func (e *Engine) planEvacuations(ctx context.Context, now time.Time, devs []Devi
 		}
 		opts := plan.Options{Headroom: e.cfg.Rebalance.Headroom}
 		res := plan.Evacuate(&s.in, s.devIdx[dev.ID], spare, opts)
-		urgent := false
+		urgent := e.riskUrgent(&f)
 		var notBefore time.Time
 		why := ""
 		if f.Kind == findingRisk {
-			from, ok := failureWindow(&f)
-			urgent = f.Severity == models.SeverityCritical || (ok && time.Duration(from*24*float64(time.Hour)) <= time.Duration(e.cfg.Evacuate.UrgentWithin))
-			why = "at risk of failing"
-			if ok {
-				why += fmt.Sprintf(" (predicted window opens in %.0f days)", from)
-			}
+			why = riskWhy(&f)
 		} else {
 			why = "worn out: a replacement, scheduled off-peak"
 			notBefore = nextOffPeak(e.cfg.Evacuate.OffPeak, now)
@@ -672,6 +707,68 @@ func (e *Engine) planEvacuations(ctx context.Context, now time.Time, devs []Devi
 		}, s, res))
 	}
 	return errors.Join(errs...)
+}
+
+// riskWhy says why a risk finding's drive is evacuated.
+func riskWhy(f *models.Finding) string {
+	why := "at risk of failing"
+	if from, ok := failureWindow(f); ok {
+		why += fmt.Sprintf(" (predicted window opens in %.0f days)", from)
+	}
+	return why
+}
+
+// escalate makes the open evacuation (or spare promotion, or wear-out
+// replacement) plan keyed by key, and its unfinished moves, urgent, now
+// that urgent risk finding f names its drive: a drive about to fail is
+// evacuated at once, inside checkpoint windows too, not off-peak. Level
+// based: it re-reads the table and changes only what is not urgent yet,
+// so running it again (or after a restart, from the journal) changes
+// nothing. The plan keeps its state (one awaiting approval still waits
+// for it, as urgent); its reason says when and why it became urgent, and
+// f becomes the finding it serves.
+func (e *Engine) escalate(now time.Time, key string, f *models.Finding) error {
+	e.mu.Lock()
+	var p *models.Action
+	for _, a := range e.acts {
+		if a.Parent == "" && !a.State.Terminal() && subjectKey(a) == key {
+			p = a
+			break
+		}
+	}
+	if p == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	var as []*models.Action
+	if !p.Urgent {
+		c := *p
+		c.Urgent, c.NotBefore, c.FindingID, c.Updated = true, time.Time{}, f.ID, now
+		c.Reason += fmt.Sprintf("; escalated to urgent at %s: %s: drive %s is %s: %s",
+			now.UTC().Format(time.RFC3339), f.Kind, c.SubjectName, riskWhy(f), f.Summary)
+		if guardOf(c.Blocked) == GuardOffPeak {
+			c.Blocked = ""
+		}
+		as = append(as, &c)
+	}
+	for _, k := range e.kids[p.ID] {
+		if a := e.acts[k]; a != nil && !a.State.Terminal() && !a.Urgent {
+			c := *a
+			c.Urgent, c.Updated = true, now
+			as = append(as, &c)
+		}
+	}
+	id := p.ID
+	e.mu.Unlock()
+	if len(as) == 0 {
+		return nil
+	}
+	if err := e.save(as...); err != nil {
+		return err
+	}
+	e.requeue(id, now)
+	e.log.Info("escalated to urgent", "action", id, "finding", f.ID, "moves", len(as)-1)
+	return nil
 }
 
 // stillNeeded reports whether the condition behind a proposal still holds:
