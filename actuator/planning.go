@@ -65,13 +65,13 @@ func (e *Engine) plan(ctx context.Context, now time.Time) error {
 	return errors.Join(e.planRebalance(ctx, now, devs, fs), e.planEvacuations(ctx, now, devs, fs))
 }
 
-// mode returns the mode a new plan of kind starts in: without a driver
-// nothing can move, so every plan is a proposal.
 // ModeOf is the mode kind runs in: its configured one, except that
 // without a driver that moves data every kind but read-ahead only
 // proposes (dry-run).
 func (e *Engine) ModeOf(kind models.ActionKind) models.ActionMode { return e.mode(kind) }
 
+// mode returns the mode a new plan of kind starts in: without a driver
+// nothing can move, so every plan is a proposal.
 func (e *Engine) mode(kind models.ActionKind) models.ActionMode {
 	m := e.cfg.ModeOf(kind)
 	// read-ahead is carried out by the GPU nodes' agents, not the mover
