@@ -123,9 +123,22 @@ type grid struct {
 	t0   time.Time
 	step time.Duration
 	v    []float64 // NaN where no sample fell
+	// lv caches levels(v, lvBW): detect and estimate both need them, and v
+	// does not change once resample has built it
+	lv   *[3]float64
+	lvBW float64
 }
 
 func (g *grid) at(i int) time.Time { return g.t0.Add(time.Duration(i) * g.step) }
+
+// levels returns levels(g.v, minBW), computed once per grid.
+func (g *grid) levels(minBW float64) (base, cut, busy float64) {
+	if g.lv == nil || g.lvBW != minBW {
+		b, c, u := levels(g.v, minBW)
+		g.lv, g.lvBW = &[3]float64{b, c, u}, minBW
+	}
+	return g.lv[0], g.lv[1], g.lv[2]
+}
 
 // resample puts pts (sorted by time) on a uniform grid whose step is the
 // median spacing of the samples; several samples in one cell are averaged.
@@ -235,7 +248,7 @@ func detect(g *grid, p Params) ([]Burst, float64) {
 	if len(g.v) == 0 {
 		return nil, math.NaN()
 	}
-	base, cut, busy := levels(g.v, p.MinBandwidth)
+	base, cut, busy := g.levels(p.MinBandwidth)
 	if math.IsNaN(busy) {
 		return nil, cut
 	}
@@ -377,7 +390,7 @@ func estimate(g *grid, bursts []Burst, p Params) (Periodicity, bool) {
 	// period), and the predicted start moves by the mean offset of the
 	// bursts before the newest: the newest's level is not known while it
 	// lasts, and so the forecast moves only when a burst is added.
-	base, _, busy := levels(g.v, p.MinBandwidth)
+	base, _, busy := g.levels(p.MinBandwidth)
 	shift := 0.0
 	for i, b := range bursts {
 		starts[i] = b.Start.Sub(g.t0).Seconds()
