@@ -316,10 +316,24 @@ func printAction(w io.Writer, a *models.Action, kids []models.Action) {
 				continue
 			}
 			m := k.Move
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.State, m.Phase, subjectOf(k), nameOr(m.FromName, m.From), nameOr(m.ToName, m.To), humanBytes(m.Bytes), orDash(k.Blocked))
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.State, m.Phase, subjectOf(k), nameOr(m.FromName, m.From), nameOr(m.ToName, m.To), humanBytes(m.Bytes), orDash(moveHeld(k)))
 		}
 		tw.Flush()
 	}
+}
+
+// moveHeld says what holds move k: its guard, or for a running move
+// already committed the wait before its old copy is removed (move.grace
+// from its commit: clients holding the old layout finish their I/O), which
+// is otherwise a move that looks stuck in phase committed.
+func moveHeld(k *models.Action) string {
+	if k.Blocked != "" {
+		return k.Blocked
+	}
+	if m := k.Move; k.State == models.ActionRunning && m.Phase == models.PhaseCommitted && !m.CommittedAt.IsZero() {
+		return "old copy kept for move.grace after the commit at " + m.CommittedAt.UTC().Format(time.RFC3339)
+	}
+	return ""
 }
 
 func nameOr(name, id string) string {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballast-io/ballast/models"
 )
@@ -69,5 +70,30 @@ func TestActionsCommandOverTLS(t *testing.T) {
 	// Without the CA the mds's certificate is not trusted.
 	if code, _, errs := runCLI("actions", "list", "--url", srv.URL, "--token-file", tokFile); code != 1 || !strings.Contains(errs, "certificate") {
 		t.Errorf("actions list without --ca-file: exit %d, stderr %q; want 1 and a certificate error", code, errs)
+	}
+}
+
+// TestActionsShowSaysWhyACommittedMoveWaits: a running move in phase
+// committed waits out move.grace before its old copy goes; `actions show`
+// says so instead of an empty BLOCKED column, and a guard's hold still
+// wins.
+func TestActionsShowSaysWhyACommittedMoveWaits(t *testing.T) {
+	at := time.Date(2026, 11, 27, 23, 2, 0, 0, time.UTC)
+	plan := models.Action{ID: "p", Kind: models.ActionEvacuateDevice, State: models.ActionRunning}
+	kids := []models.Action{
+		{ID: "m1", Parent: "p", State: models.ActionRunning, Move: &models.Move{File: "f1", Phase: models.PhaseCommitted, CommittedAt: at}},
+		{ID: "m2", Parent: "p", State: models.ActionRunning, Blocked: "checkpoint_window: paused", Move: &models.Move{File: "f2", Phase: models.PhaseCopying}},
+		{ID: "m3", Parent: "p", State: models.ActionSucceeded, Move: &models.Move{File: "f3", Phase: models.PhaseCleaned, CommittedAt: at}},
+	}
+	var b strings.Builder
+	printAction(&b, &plan, kids)
+	out := b.String()
+	for _, want := range []string{"old copy kept for move.grace after the commit at 2026-11-27T23:02:00Z", "checkpoint_window: paused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("actions show lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "old copy kept"); n != 1 {
+		t.Errorf("%d moves said to wait for move.grace, want 1 (only the running committed one):\n%s", n, out)
 	}
 }
