@@ -185,30 +185,49 @@ func (e *Engine) poolDevices(p *models.Action) map[string]bool {
 	return out
 }
 
-// verdict compares before and after. Worse: the affected clients' GPU
-// utilisation fell by more than verify.worse_gpu_drop, or (rebalance) the
-// pool's max/mean load rose by 10 %. Effective: an evacuation left no
-// stripe behind; a rebalance lowered the moved-from devices' load or read
-// latency, or the pool's max/mean load, by at least 5 %, or raised GPU
-// utilisation by a point. Otherwise ineffective; unknown without numbers.
+// verdict compares before and after. An evacuation or spare promotion of
+// an at-risk drive is judged by what motivated it, its data: effective when
+// the device holds no stripe, else ineffective (unknown when its stripes
+// could not be listed); a GPU utilisation drop over its window is named in
+// the reason but does not make it worse, because the window is one in
+// which a failing drive is declining on its own (slow reads, retries) and
+// the action is not reversible anyway (moving data back onto a failing
+// drive is never the remedy; the migration budgets bound the copy's share
+// of bandwidth). A wear-out replacement (not urgent) whose window saw
+// that drop is worse, as a rebalance is. For a rebalance, worse: the
+// affected clients' GPU utilisation fell by more than
+// verify.worse_gpu_drop, or the pool's max/mean load rose by 10 %;
+// effective: it lowered the moved-from devices' load or read latency, or
+// the pool's max/mean load, by at least 5 %, or raised GPU utilisation by
+// a point. Otherwise ineffective; unknown without numbers.
 func (e *Engine) verdict(_ context.Context, p *models.Action) (models.Verdict, string) {
 	b, a := p.Effect.Before, p.Effect.After
 	get := func(m map[string]float64, k string) (float64, bool) { v, ok := m[k]; return v, ok }
+	gpuDrop := ""
 	if gb, ok1 := get(b, EffectGPUUtil); ok1 {
 		if ga, ok2 := get(a, EffectGPUUtil); ok2 && gb-ga > e.cfg.Verify.WorseGPUDrop {
-			return models.VerdictWorse, fmt.Sprintf("GPU utilisation of the affected clients fell from %.3f to %.3f", gb, ga)
+			gpuDrop = fmt.Sprintf("GPU utilisation of the affected clients fell from %.3f to %.3f", gb, ga)
 		}
 	}
-	if p.Kind == models.ActionEvacuateDevice || p.Kind == models.ActionPromoteSpare {
+	// A wear-out replacement's drive is not failing: a drop over its
+	// (off-peak) window is the copy's to answer for, as a rebalance's is.
+	wearout := strings.HasPrefix(p.FindingID, findingWearout) && !p.Urgent
+	if (p.Kind == models.ActionEvacuateDevice || p.Kind == models.ActionPromoteSpare) && !(wearout && gpuDrop != "") {
 		left, ok := get(a, EffectStripesLeft)
+		v, why := models.VerdictIneffective, fmt.Sprintf("%.0f stripes are still on the device", left)
 		switch {
 		case !ok:
-			return models.VerdictUnknown, "the device's stripes could not be listed"
+			v, why = models.VerdictUnknown, "the device's stripes could not be listed"
 		case left == 0:
-			return models.VerdictEffective, "the device holds no stripe"
-		default:
-			return models.VerdictIneffective, fmt.Sprintf("%.0f stripes are still on the device", left)
+			v, why = models.VerdictEffective, "the device holds no stripe"
 		}
+		if gpuDrop != "" {
+			why += "; " + gpuDrop + " over the window (the failing drive's own decline or the copy's traffic)"
+		}
+		return v, why
+	}
+	if gpuDrop != "" {
+		return models.VerdictWorse, gpuDrop
 	}
 	if mb, ok1 := get(b, EffectPoolMaxMean); ok1 {
 		if ma, ok2 := get(a, EffectPoolMaxMean); ok2 && ma > 1.1*mb {

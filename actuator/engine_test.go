@@ -616,6 +616,68 @@ func TestEngineEvacuatesToSpare(t *testing.T) {
 	}
 }
 
+// TestEvacuationVerdictRestsOnStripesLeft: a promotion that left no
+// stripe on the failing drive is effective even when the affected
+// clients' GPU utilisation fell over its window (the failing drive's own
+// decline falls there); the drop is named in the reason. A rebalance with
+// the same drop is worse (TestEngineRollsBackWhatMadeThingsWorse).
+func TestEvacuationVerdictRestsOnStripesLeft(t *testing.T) {
+	m, heat := hotCluster()
+	r := newRig(t, m, testConfig(models.ModeAuto), "")
+	r.measure = func(expr string, at time.Time) (float64, bool) {
+		if !strings.Contains(expr, models.MetricGPUUtilization) {
+			return 0, false
+		}
+		for _, p := range r.plans() {
+			if !p.Started.IsZero() && at.After(p.Started) {
+				return 0.6, true
+			}
+		}
+		return 0.9, true
+	}
+	risk := models.Finding{ID: "drive_failure_risk/device:ds0/nvme0", Kind: "drive_failure_risk", Subject: models.Subject{Kind: models.SubjectDevice, ID: "ds0/nvme0"},
+		Severity: models.SeverityWarning, Start: t0, LastSeen: t0, Evidence: []models.Evidence{{Name: "failure_window_from", Value: 3}}}
+	r.runFor(30, heat, risk)
+	ps := r.plans()
+	if len(ps) != 1 || ps[0].Effect == nil {
+		t.Fatalf("got %+v; want one plan with a measured effect", ps)
+	}
+	e := ps[0].Effect
+	if e.Before[EffectGPUUtil] != 0.9 || e.After[EffectGPUUtil] != 0.6 {
+		t.Fatalf("gpu_util %v → %v; want the rig's 0.9 → 0.6", e.Before[EffectGPUUtil], e.After[EffectGPUUtil])
+	}
+	if e.Verdict != models.VerdictEffective || !strings.Contains(e.Reason, "no stripe") || !strings.Contains(e.Reason, "fell from 0.900 to 0.600") {
+		t.Errorf("verdict %s %q; want effective, no stripe left, the GPU drop named", e.Verdict, e.Reason)
+	}
+	if ps[0].State != models.ActionSucceeded {
+		t.Errorf("plan %s; want succeeded (an evacuation is never rolled back)", ps[0].State)
+	}
+}
+
+func TestVerdictOfDriveActions(t *testing.T) {
+	e := &Engine{cfg: testConfig(models.ModeAuto)}
+	drop := map[string]float64{EffectGPUUtil: 0.6, EffectStripesLeft: 0}
+	for _, c := range []struct {
+		name  string
+		p     models.Action
+		after map[string]float64
+		want  models.Verdict
+	}{
+		{"risk, none left, GPU fell", models.Action{Kind: models.ActionEvacuateDevice, FindingID: "drive_failure_risk/device:ds0/nvme0"}, drop, models.VerdictEffective},
+		{"risk, 3 left, GPU fell", models.Action{Kind: models.ActionEvacuateDevice, FindingID: "drive_failure_risk/device:ds0/nvme0"}, map[string]float64{EffectGPUUtil: 0.6, EffectStripesLeft: 3}, models.VerdictIneffective},
+		{"spare, none left, GPU fell", models.Action{Kind: models.ActionPromoteSpare, FindingID: "drive_failure_risk/device:ds0/nvme0"}, drop, models.VerdictEffective},
+		{"wear-out, none left, GPU fell", models.Action{Kind: models.ActionEvacuateDevice, FindingID: "drive_wearout/device:ds0/nvme0"}, drop, models.VerdictWorse},
+		{"wear-out escalated urgent, GPU fell", models.Action{Kind: models.ActionEvacuateDevice, FindingID: "drive_wearout/device:ds0/nvme0", Urgent: true}, drop, models.VerdictEffective},
+		{"wear-out, none left, GPU held", models.Action{Kind: models.ActionEvacuateDevice, FindingID: "drive_wearout/device:ds0/nvme0"}, map[string]float64{EffectGPUUtil: 0.9, EffectStripesLeft: 0}, models.VerdictEffective},
+		{"rebalance, GPU fell", models.Action{Kind: models.ActionRebalance, FindingID: "hotspot/device:ds0/nvme0"}, map[string]float64{EffectGPUUtil: 0.6}, models.VerdictWorse},
+	} {
+		c.p.Effect = &models.ActionEffect{Before: map[string]float64{EffectGPUUtil: 0.9}, After: c.after}
+		if v, why := e.verdict(context.Background(), &c.p); v != c.want {
+			t.Errorf("%s: %s %q; want %s", c.name, v, why, c.want)
+		}
+	}
+}
+
 func TestEngineGuardEvacuationsAndMinIn(t *testing.T) {
 	m, heat := hotCluster()
 	m.copyPolls = 50
