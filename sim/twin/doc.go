@@ -43,7 +43,9 @@
 // never be fed to analyzers.
 //
 // Determinism: the same scenario and seed give byte-identical telemetry and
-// truth. One PCG source drives all randomness, nothing iterates a map into
-// output, and nothing reads the wall clock. A Twin is not safe for
+// truth. PCG sources drive all randomness (one for the workloads and
+// placement, one per fault for its noise, so a fault's history does not
+// change with what the workloads or actions drew), nothing iterates a map
+// into output, and nothing reads the wall clock. A Twin is not safe for
 // concurrent use.
 package twin

@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/ballast-io/ballast/models"
@@ -21,9 +22,19 @@ type faultState struct {
 	done    bool
 	rec     int
 	hotRecs []int
-	fillDev []float64 // bytes this fault wrote to each pool device
-	prog    float64   // failing drive: progress 0..1 at the last tick
+	fillDev []float64  // bytes this fault wrote to each pool device
+	prog    float64    // failing drive: progress 0..1 at the last tick
+	rng     *rand.Rand // the fault's own noise (see faultStream)
 }
+
+// faultStream is the second word of each fault's PCG source (plus the
+// fault's index), apart from the twin's and the generator's. A fault draws
+// its own noise (when a failing drive logs media errors, its latency
+// outliers and temperature excursions) from its own source, so that noise
+// depends only on the seed and the fault, never on what the workloads drew
+// or on what an operator or ballast did to the cluster: runs that differ in
+// their actions see the same drive decay (common random numbers).
+const faultStream = 0x6661756c7473
 
 // NVMe SMART thresholds of the simulated drives (typical data-centre
 // values: warning composite temperature 70 °C, critical 85 °C, spare
@@ -90,7 +101,8 @@ func newSmart(dv *device) smartState {
 func (t *Twin) buildFaults() error {
 	for i := range t.sc.Faults {
 		f := &t.sc.Faults[i]
-		fs := faultState{f: f, dev: -1, ds: -1, port: -1, pool: -1, job: -1, dataset: -1, rec: -1}
+		fs := faultState{f: f, dev: -1, ds: -1, port: -1, pool: -1, job: -1, dataset: -1, rec: -1,
+			rng: rand.New(rand.NewPCG(t.seed, faultStream+uint64(i)))}
 		p := fmt.Sprintf("faults[%d]", i)
 		switch f.Kind {
 		case FaultFailingDrive, FaultSlowDrive:
@@ -291,23 +303,23 @@ func (t *Twin) degrade(fs *faultState, p float64, now float64) {
 	sm := &dv.smart
 	grow := f.MediaErrors * (p*p*p - fs.prog*fs.prog*fs.prog)
 	if grow > 0 {
-		inc := math.Floor(grow + t.rng.Float64())
+		inc := math.Floor(grow + fs.rng.Float64())
 		sm.mediaErr += inc
-		sm.errLog += inc + math.Floor(inc*0.25*t.rng.Float64())
+		sm.errLog += inc + math.Floor(inc*0.25*fs.rng.Float64())
 	}
 	fs.prog = p
 	sm.spare = math.Floor(100 - (100-f.FinalSpare)*p*p)
 	sm.wear = f.WearRise * p
 	dv.health = 1 - (1-f.FinalSpeed)*p*p
 	dv.outlier = 1
-	if t.rng.Float64() < f.OutlierRate*p {
-		dv.outlier = math.Exp(math.Log(10) + t.rng.Float64()*math.Log(10)) // 10×–100×
+	if fs.rng.Float64() < f.OutlierRate*p {
+		dv.outlier = math.Exp(math.Log(10) + fs.rng.Float64()*math.Log(10)) // 10×–100×
 	}
 	if now >= sm.excursionUntil {
 		sm.excursion = 0
-		if t.rng.Float64() < t.dt*(0.0005+0.004*p) {
-			sm.excursion = f.TempExcursC * (0.6 + 0.4*t.rng.Float64())
-			sm.excursionUntil = now + 120 + 480*t.rng.Float64()
+		if fs.rng.Float64() < t.dt*(0.0005+0.004*p) {
+			sm.excursion = f.TempExcursC * (0.6 + 0.4*fs.rng.Float64())
+			sm.excursionUntil = now + 120 + 480*fs.rng.Float64()
 		}
 	}
 	sm.reliability = p >= 0.8

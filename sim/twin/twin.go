@@ -35,7 +35,8 @@ const (
 // telemetry methods in turn.
 type Twin struct {
 	sc    *Scenario
-	rng   *rand.Rand
+	rng   *rand.Rand // workloads and placement; faults have their own
+	seed  uint64
 	start time.Time
 	dt    float64
 	tick  int64
@@ -251,6 +252,7 @@ func New(sc *Scenario, seed uint64, start time.Time) (*Twin, error) {
 	t := &Twin{
 		sc:    sc,
 		rng:   rand.New(rand.NewPCG(seed, 0x62616c6c617374)),
+		seed:  seed,
 		start: start.UTC(),
 		dt:    sc.Tick.Seconds(),
 	}
