@@ -344,15 +344,15 @@ func (t *Twin) addMigrationFlows() {
 		// served beyond them is not booked (settleFlows)
 		want := min(m.total-m.moved, rate*t.dt)
 		sd, dd := &t.dev[m.src], &t.dev[m.dst]
-		f := flow{src: srcMigration, err: -1, owner: mi, stripe: m.stripe, rec: -1, dev: m.src, want: want, demand: rate * t.dt, lim: -1, req: req, amp: 1, slowDev: -1}
+		f := flow{src: srcMigration, err: -1, owner: mi, stripe: m.stripe, rec: -1, dev: m.src, want: want, demand: rate * t.dt, lim: -1, req: req, amp: 1}
 		if sd.ds == dd.ds {
 			f.res = [maxPath]int32{m.src, m.dst, int32(t.spaceBase) + m.dst}
-			f.coef = [maxPath]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true), 1}
+			f.devAt, f.devCoef = 1<<0|1<<1, [2]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true)}
 			f.n = 3
 		} else {
 			sb, db := t.dsBase+slotsPerHost*int(sd.ds), t.dsBase+slotsPerHost*int(dd.ds)
 			f.res = [maxPath]int32{m.src, int32(sb + slotNICTx), int32(sb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), m.dst, int32(t.spaceBase) + m.dst}
-			f.coef = [maxPath]float64{t.devCoef(m.src, req, false), 1, 1, 1, 1, t.devCoef(m.dst, req, true), 1}
+			f.devAt, f.devCoef = 1<<0|1<<5, [2]float64{t.devCoef(m.src, req, false), t.devCoef(m.dst, req, true)}
 			f.n = 7
 		}
 		t.flows = append(t.flows, f)
@@ -374,9 +374,9 @@ func (t *Twin) addVerifyFlows(mi int32, max, req float64) {
 		}
 		want := min(left, max)
 		b := t.dsBase + slotsPerHost*int(t.dev[d].ds)
-		f := flow{src: srcVerify, err: -1, owner: mi, stripe: m.stripe, rec: int32(side), dev: d, want: want, demand: max, lim: -1, req: req, amp: 1, slowDev: -1}
+		f := flow{src: srcVerify, err: -1, owner: mi, stripe: m.stripe, rec: int32(side), dev: d, want: want, demand: max, lim: -1, req: req, amp: 1}
 		f.res = [maxPath]int32{d, int32(b + slotNICTx), int32(b + slotPortIn)}
-		f.coef = [maxPath]float64{t.devCoef(d, req, false), 1, 1}
+		f.devAt, f.devCoef[0] = 1<<0, t.devCoef(d, req, false)
 		f.n = 3
 		t.flows = append(t.flows, f)
 	}

@@ -385,7 +385,7 @@ func (t *Twin) addFaultFlows() {
 			b := fs.f.Gbps * 1e9 / 8 * t.dt
 			for _, slot := range []int{slotPortIn, slotPortOut} {
 				t.flows = append(t.flows, flow{src: srcCross, err: -1, owner: int32(i), stripe: -1, rec: -1, dev: -1, n: 1,
-					res: [maxPath]int32{int32(fs.port + slot)}, coef: [maxPath]float64{1}, want: b, demand: b, lim: -1, amp: 1})
+					res: [maxPath]int32{int32(fs.port + slot)}, want: b, demand: b, lim: -1, amp: 1})
 			}
 		case FaultCapacityPressure:
 			devs := t.pools[fs.pool].devices
@@ -402,8 +402,8 @@ func (t *Twin) addFaultFlows() {
 				want := min(per, dv.capBytes-dv.used)
 				db := t.dsBase + slotsPerHost*int(dv.ds)
 				t.flows = append(t.flows, flow{src: srcFill, write: true, err: -1, owner: int32(i), stripe: int32(k), rec: -1, dev: d, n: 4,
-					res:  [maxPath]int32{int32(db + slotPortOut), int32(db + slotNICRx), d, int32(t.spaceBase) + d},
-					coef: [maxPath]float64{1, 1, t.devCoef(d, 1<<20, true), 1}, want: want, demand: want, lim: -1, req: 1 << 20, amp: 1})
+					res:   [maxPath]int32{int32(db + slotPortOut), int32(db + slotNICRx), d, int32(t.spaceBase) + d},
+					devAt: 1 << 2, devCoef: [2]float64{t.devCoef(d, 1<<20, true)}, want: want, demand: want, lim: -1, req: 1 << 20, amp: 1})
 			}
 		}
 	}

@@ -30,30 +30,44 @@ const (
 )
 
 // flow is one stream's (or migration's, or background traffic's) demand on
-// one stripe for one tick, with the resources it crosses in order. coef
-// converts the flow's bytes into units of each resource: 1 for network
-// resources, device-seconds per byte for devices.
+// one stripe for one tick, with the resources it crosses in order. Each
+// resource's units per byte are 1 for network resources and space, and
+// device-seconds per byte for devices: the devices' are kept in devCoef,
+// in path order, at the positions devAt marks (coef), so that a flow stays
+// small (a tick of a restriped hot file holds tens of thousands of them).
 type flow struct {
 	src     uint8
 	write   bool
 	err     int8 // cause of an I/O error, -1 none
 	n       uint8
+	seg     uint8 // the stream's file this tick (stream.segs)
+	devAt   uint8 // bit k: res[k] is a device, its units per byte in devCoef
 	owner   int32 // stream, migration or fault index
 	stripe  int32
 	rec     int32
 	dev     int32
 	res     [maxPath]int32
-	coef    [maxPath]float64 // units of the resource per byte
-	want    float64          // wire bytes wanted
-	demand  float64          // wire bytes after the stream's concurrency cap
-	served  float64
 	lim     int32 // limiting resource, -1 none
+	errSubj int32 // subject index an error is blamed on
+	devCoef [2]float64
+	want    float64 // wire bytes wanted
+	demand  float64 // wire bytes after the stream's concurrency cap
+	served  float64
 	req     float64
 	amp     float64
-	slowDev int32 // unused by streams (their slowest stripes are on the stream), -1
-	slowNet int32 // as slowDev
-	errSubj int32 // subject index an error is blamed on
-	seg     uint8 // the stream's file this tick (stream.segs)
+}
+
+// coef is the units of resource res[k] one byte of the flow costs: its
+// device coefficient where devAt marks a device (the first or the second
+// on the path), else 1.
+func (f *flow) coef(k uint8) float64 {
+	switch {
+	case f.devAt&(1<<k) == 0:
+		return 1
+	case f.devAt&(1<<k-1) == 0:
+		return f.devCoef[0]
+	}
+	return f.devCoef[1]
 }
 
 // maxPath is the most resources a flow crosses: a copy between data
@@ -375,7 +389,7 @@ func (t *Twin) addFileFlows(si int32, st *stream, f int32, wantWire, demand, req
 		t.flows = append(t.flows, flow{})
 		f := &t.flows[len(t.flows)-1]
 		f.src, f.write, f.err, f.owner, f.stripe, f.dev = srcStream, write, -1, si, s, d
-		f.want, f.demand, f.lim, f.req, f.amp, f.slowDev, f.slowNet = perWant, perDemand, -1, req, amp, -1, -1
+		f.want, f.demand, f.lim, f.req, f.amp = perWant, perDemand, -1, req, amp
 		f.seg = uint8(seg)
 		if seg == 0 {
 			f.rec = t.streamRecord(si, st, s-fl.first)
@@ -397,11 +411,11 @@ func (t *Twin) addFileFlows(si int32, st *stream, f int32, wantWire, demand, req
 		db := t.dsBase + slotsPerHost*int(dv.ds)
 		if write {
 			f.res = [maxPath]int32{int32(cb + slotNICTx), int32(cb + slotPortIn), int32(db + slotPortOut), int32(db + slotNICRx), d, int32(t.spaceBase) + d}
-			f.coef = [maxPath]float64{1, 1, 1, 1, c.wInv + c.wOver*invReq, 1}
+			f.devAt, f.devCoef[0] = 1<<4, c.wInv+c.wOver*invReq
 			f.n = 6
 		} else {
 			f.res = [maxPath]int32{d, int32(db + slotNICTx), int32(db + slotPortIn), int32(cb + slotPortOut), int32(cb + slotNICRx)}
-			f.coef = [maxPath]float64{c.rInv + c.rOver*invReq, 1, 1, 1, 1}
+			f.devAt, f.devCoef[0] = 1<<0, c.rInv+c.rOver*invReq
 			f.n = 5
 		}
 	}
@@ -466,7 +480,7 @@ func (t *Twin) share() {
 	for i := range t.flows {
 		f := &t.flows[i]
 		for k := uint8(0); k < f.n; k++ {
-			load[f.res[k]] += f.demand * f.coef[k]
+			load[f.res[k]] += f.demand * f.coef(k)
 		}
 	}
 	for i := range load {
@@ -492,7 +506,7 @@ func (t *Twin) share() {
 		f.served = f.demand * x
 		f.lim = lim
 		for k := uint8(0); k < f.n; k++ {
-			used[f.res[k]] += f.served * f.coef[k]
+			used[f.res[k]] += f.served * f.coef(k)
 		}
 	}
 }

@@ -883,3 +883,55 @@ func TestChainShortfallFollowsTheTimeSpent(t *testing.T) {
 		t.Errorf("a 4× read-ahead: %.1f MB short; want the whole %.1f MB given back", st.lossAmt/1e6, short/1e6)
 	}
 }
+
+// TestFlowCoefficients checks each flow's units per byte along its path:
+// device time per byte at its devices (read at a copy's source, written at
+// its destination), 1 at every network resource and at free space.
+func TestFlowCoefficients(t *testing.T) {
+	sc, err := LoadScenario("hot-shard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := New(sc, 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint8]int{}
+	for i := 0; i < 720; i++ {
+		if i == 650 {
+			if err := tw.Apply(act(models.ActionEvacuateDevice, models.SubjectDevice, "ds01/nvme1n1", nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tw.Step()
+		for fi := range tw.flows {
+			f := &tw.flows[fi]
+			if f.err >= 0 {
+				continue
+			}
+			seen[f.src]++
+			devs := 0
+			for k := uint8(0); k < f.n; k++ {
+				r := f.res[k]
+				if int(r) >= len(tw.dev) {
+					if got := f.coef(k); got != 1 {
+						t.Fatalf("tick %d flow %d (src %d) resource %d at %d: %g units per byte, want 1", i, fi, f.src, r, k, got)
+					}
+					continue
+				}
+				write := f.write
+				if f.src == srcMigration {
+					write = devs > 0
+				}
+				devs++
+				want := tw.devCoef(r, f.req, write)
+				if got := f.coef(k); math.Abs(got-want) > 1e-12*want {
+					t.Fatalf("tick %d flow %d (src %d) device %d at %d: %g s per byte, want %g", i, fi, f.src, r, k, got, want)
+				}
+			}
+		}
+	}
+	if seen[srcStream] == 0 || seen[srcMigration] == 0 {
+		t.Fatalf("flows seen by source %v: want streams and copies", seen)
+	}
+}
