@@ -14,6 +14,7 @@ import (
 type heatKey struct{ dev, fh string }
 
 type heatEntry struct {
+	key     heatKey
 	rate    float64 // bytes/s, exponentially smoothed
 	seen    time.Time
 	clients []string // clients that read or wrote it lately (at most maxHeatClients)
@@ -37,19 +38,30 @@ const maxHeatClients = 16
 // up in pending: that lookup was most of its cost with hundreds of
 // thousands of stripes and a few thousand reporting per tick. Entries are
 // created and deleted only by fold, so between folds a stripe's deltas
-// all go to the same place.
+// all go to the same place. The entries lie in one slice, in no order,
+// with a map from key to position: fold walks them in memory order
+// rather than chasing a pointer per map entry.
 type heatModel struct {
 	halfLife time.Duration
 
 	mu      sync.Mutex
 	pending map[heatKey]float64
 	pendCli map[heatKey][]string
-	entries map[heatKey]*heatEntry
+	entries []heatEntry
+	index   map[heatKey]int // position in entries
 	last    time.Time
 }
 
 func newHeatModel(halfLife time.Duration) *heatModel {
-	return &heatModel{halfLife: halfLife, pending: map[heatKey]float64{}, pendCli: map[heatKey][]string{}, entries: map[heatKey]*heatEntry{}}
+	return &heatModel{halfLife: halfLife, pending: map[heatKey]float64{}, pendCli: map[heatKey][]string{}, index: map[heatKey]int{}}
+}
+
+// entry is the entry of stripe k, nil if none.
+func (h *heatModel) entry(k heatKey) *heatEntry {
+	if i, ok := h.index[k]; ok {
+		return &h.entries[i]
+	}
+	return nil
 }
 
 // observe implements the StripeHub subscription.
@@ -64,7 +76,7 @@ func (h *heatModel) observe(ds []models.StripeDelta) {
 		}
 		k := heatKey{d.DeviceID, d.FileHandle}
 		v := float64(d.Read.BytesCompleted+d.Write.BytesCompleted) / sec
-		if e := h.entries[k]; e != nil {
+		if e := h.entry(k); e != nil {
 			e.pend += v
 			e.pendOK = true
 			if d.Client != "" && !containsStr(e.pendCli, d.Client) {
@@ -102,22 +114,32 @@ func (h *heatModel) fold(now time.Time) {
 	if dt > 0 && h.halfLife > 0 {
 		alpha = 1 - math.Pow(0.5, dt/h.halfLife.Seconds())
 	}
-	for k, e := range h.entries {
+	// downwards, so that a forgotten entry's place takes the last one,
+	// already folded
+	for i := len(h.entries) - 1; i >= 0; i-- {
+		e := &h.entries[i]
 		e.rate += alpha * (e.pend - e.rate)
 		if e.pendOK {
 			e.seen = now
 			e.addClients(e.pendCli)
 			e.pend, e.pendOK, e.pendCli = 0, false, e.pendCli[:0]
 		} else if now.Sub(e.seen) > 10*h.halfLife {
-			delete(h.entries, k)
+			delete(h.index, e.key)
+			last := len(h.entries) - 1
+			if i != last {
+				h.entries[i] = h.entries[last]
+				h.index[h.entries[i].key] = i
+			}
+			h.entries[last] = heatEntry{}
+			h.entries = h.entries[:last]
 		}
 	}
 	for k, r := range h.pending {
 		// a stripe seen for the first time starts at its rate: smoothing
 		// from zero would hide a new hot spot for a half-life
-		e := &heatEntry{rate: r, seen: now}
-		h.entries[k] = e
-		e.addClients(h.pendCli[k])
+		h.index[k] = len(h.entries)
+		h.entries = append(h.entries, heatEntry{key: k, rate: r, seen: now})
+		h.entries[len(h.entries)-1].addClients(h.pendCli[k])
 	}
 	clear(h.pending)
 	clear(h.pendCli)
@@ -140,7 +162,7 @@ func (e *heatEntry) addClients(cs []string) {
 func (h *heatModel) stripe(dev, fh string) (float64, []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if e := h.entries[heatKey{dev, fh}]; e != nil {
+	if e := h.entry(heatKey{dev, fh}); e != nil {
 		return e.rate, append([]string(nil), e.clients...)
 	}
 	return 0, nil
@@ -156,8 +178,8 @@ func (h *heatModel) deviceLoads() map[string]float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	keys := make([]heatKey, 0, len(h.entries))
-	for k := range h.entries {
-		keys = append(keys, k)
+	for i := range h.entries {
+		keys = append(keys, h.entries[i].key)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].dev != keys[j].dev {
@@ -167,7 +189,7 @@ func (h *heatModel) deviceLoads() map[string]float64 {
 	})
 	out := map[string]float64{}
 	for _, k := range keys {
-		out[k.dev] += h.entries[k].rate
+		out[k.dev] += h.entry(k).rate
 	}
 	return out
 }

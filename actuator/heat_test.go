@@ -106,7 +106,7 @@ func TestHeatFoldMatchesTheRule(t *testing.T) {
 				t.Fatalf("seed %d tick %d: %d stripes; want %d", seed, tick, len(h.entries), len(ref.entries))
 			}
 			for k, want := range ref.entries {
-				got := h.entries[k]
+				got := h.entry(k)
 				if got == nil {
 					t.Fatalf("seed %d tick %d: stripe %v missing", seed, tick, k)
 				}

@@ -19,10 +19,14 @@ import (
 func TestDeviceLoadsSumInKeyOrder(t *testing.T) {
 	h := newHeatModel(time.Minute)
 	rates := map[string]float64{"fh-a": 1e17, "fh-b": 5, "fh-c": 5}
-	for fh, r := range rates {
-		h.entries[heatKey{"d1", fh}] = &heatEntry{rate: r}
+	put := func(k heatKey, r float64) {
+		h.index[k] = len(h.entries)
+		h.entries = append(h.entries, heatEntry{key: k, rate: r})
 	}
-	h.entries[heatKey{"d2", "fh-a"}] = &heatEntry{rate: 7}
+	for fh, r := range rates { // in map order: at random
+		put(heatKey{"d1", fh}, r)
+	}
+	put(heatKey{"d2", "fh-a"}, 7)
 	want := rates["fh-a"]
 	want += rates["fh-b"]
 	want += rates["fh-c"]
