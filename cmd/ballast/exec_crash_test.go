@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ import (
 // (filesRig.applied).
 func TestExecDriverCrashSafety(t *testing.T) {
 	runCrashRig(t, crashCase{kills: execCrashKills, phases: moveKillPoints,
-		rig: func(t *testing.T) *filesRig { return newExecRig(t, 16, 2, false) }})
+		rig: func(t *testing.T) *filesRig { return newExecRig(t, 16, 2, false, "") }})
 }
 
 // TestExecDriverRestripeCrashSafety: TestFilesDriverRestripeCrashSafety's
@@ -32,15 +33,17 @@ func TestExecDriverCrashSafety(t *testing.T) {
 // restripeKillPoints, each checked as TestExecDriverCrashSafety.
 func TestExecDriverRestripeCrashSafety(t *testing.T) {
 	runCrashRig(t, crashCase{kills: execRestripeKills, phases: restripeKillPoints, restripes: true,
-		rig: func(t *testing.T) *filesRig { return hotStriped(t, newExecRig(t, 0, 2, true)) }})
+		rig: func(t *testing.T) *filesRig { return hotStriped(t, newExecRig(t, 0, 2, true, "")) }})
 }
 
 // newExecRig is newFilesRigN's cluster for the exec driver: the same eight
 // devices (one a DS, 4 MB/s) and files (hot on ds0, cold on each other),
 // kept by the toy MDS script under dir/mds, the mds config's exec commands
 // running it with copies paced (its pace file); with restripe, the
-// restripe_* commands too.
-func newExecRig(t *testing.T, hot, cold int, restripe bool) *filesRig {
+// restripe_* commands too. ha, when given, is the mds config's ha:
+// section, and the config then has the script's takeover command (the
+// exec driver's Successor, docs/ha.md).
+func newExecRig(t *testing.T, hot, cold int, restripe bool, ha string) *filesRig {
 	t.Helper()
 	script, err := filepath.Abs("../../actuator/testdata/exec-mds.sh")
 	if err != nil {
@@ -66,6 +69,9 @@ func newExecRig(t *testing.T, hot, cold int, restripe bool) *filesRig {
 			steps = append(steps, []string{s}) // their values in BALLAST_*
 		}
 	}
+	if ha != "" {
+		steps = append(steps, []string{"takeover"}) // the epoch in BALLAST_EPOCH
+	}
 	var cmds strings.Builder
 	for _, c := range steps {
 		argv := []string{strconv.Quote("bash"), strconv.Quote(script), strconv.Quote(r.toy)}
@@ -80,7 +86,7 @@ func newExecRig(t *testing.T, hot, cold int, restripe bool) *filesRig {
     restripe: %t
     devices:
 %s    commands:
-%s`, restripe, devs, cmds.String()))
+%s`, restripe, devs, cmds.String())+ha)
 	return r
 }
 
@@ -161,4 +167,28 @@ func readUint(p string, v *uint64) error {
 	}
 	*v, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	return err
+}
+
+// toyInFlight is the moves the toy MDS holds in flight (copy begun, not
+// cleaned up or aborted): the ids in its inflight/*.json records, each the
+// copy step's JSON with in_flight, which its takeover command prints.
+func toyInFlight(t *testing.T, r *filesRig) map[string]bool {
+	t.Helper()
+	recs, err := filepath.Glob(filepath.Join(r.toy, "inflight", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, p := range recs {
+		var s actuator.ExecStep
+		b, err := os.ReadFile(p)
+		if os.IsNotExist(err) {
+			continue // cleaned up or aborted since the glob
+		}
+		if err != nil || json.Unmarshal(b, &s) != nil || s.InFlight == nil {
+			t.Fatalf("in-flight record %s (%v): %q; want a copy step's JSON with in_flight", p, err, b)
+		}
+		out[s.InFlight.ID] = true
+	}
+	return out
 }

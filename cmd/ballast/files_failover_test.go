@@ -109,8 +109,41 @@ func copyStart(t *testing.T, m *mdsProc, within time.Duration) string {
 // must never commit (no hook call carries its epoch after it stopped).
 // At the end every file's bytes equal the original, nothing is lost or
 // left twice, every commit was applied once, and every move cut by a
-// kill ended cleanly.
+// kill ended cleanly (TestExecDriverFailover: the same for the exec
+// driver, -tags long).
 func TestFilesDriverFailover(t *testing.T) {
+	runFailover(t, failoverCase{
+		kills: failoverKills,
+		rig:   func(t *testing.T, ha string) *filesRig { return newFilesRigN(t, 16, 2, 1, ha) },
+		pause: true,
+	})
+}
+
+// failoverCase is one HA failover rig: how many kills of the leader, the
+// cluster of each round (given the mds config's ha: section), whether the
+// leader is also SIGSTOPped past its lease half way
+// (pausedLeaderNeverCommits, files driver), and a check run after each
+// kill once the other leads at epoch (nil: none), given the move the kill
+// cut and which process leads.
+type failoverCase struct {
+	kills     int
+	rig       func(t *testing.T, ha string) *filesRig
+	pause     bool
+	afterKill func(p *pair, id string, leader int, epoch uint64)
+}
+
+// runFailover runs etcd and, round after round (a fresh cluster once one
+// is balanced), two real mds of an HA pair over c.rig's cluster, LAYOUTSTATS
+// posted to both, and kills the leader with SIGKILL at a random point
+// within 1.8 s of a copy's start c.kills times in all: each time the other
+// must lead at a higher epoch within twice the lease TTL, and the killed
+// one comes back as the follower. At each round's end the leader finishes,
+// stops cleanly, and the other finishes what its own journal holds; then
+// the files are checked (filesRig.check) and every move a kill cut must
+// have ended (cleaned up or aborted) in either journal. It is skipped
+// with -short.
+func runFailover(t *testing.T, c failoverCase) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs etcd and kills a real mds many times")
 	}
@@ -120,17 +153,17 @@ func TestFilesDriverFailover(t *testing.T) {
 	var took []time.Duration
 	outcomes := map[string]int{} // of the moves a kill cut mid-copy
 	var total struct{ files, commits int }
-	for kills < failoverKills {
+	for kills < c.kills {
 		round++
-		r := newFilesRigN(t, 16, 2, 1, fmt.Sprintf("ha:\n  etcd_endpoints: [%s]\n  lease_ttl: %s\n  election_prefix: /ballast-failover-%d/\n", etcd.ClientURL, ttl, round))
+		r := c.rig(t, fmt.Sprintf("ha:\n  etcd_endpoints: [%s]\n  lease_ttl: %s\n  election_prefix: /ballast-failover-%d/\n", etcd.ClientURL, ttl, round))
 		p := &pair{t: t, r: r, data: [2]string{filepath.Join(r.dir, "a"), filepath.Join(r.dir, "b")}}
 		p.start(0)
 		p.start(1)
 		stop := make(chan struct{})
 		go r.poster(p.addrs, stop)
 		cutNow := map[string]bool{}
-		for kills < failoverKills {
-			if !paused && kills == failoverKills/2 {
+		for kills < c.kills {
+			if c.pause && !paused && kills == c.kills/2 {
 				// half way, while the cluster still has moves to make
 				p.pausedLeaderNeverCommits(ttl)
 				paused = true
@@ -145,13 +178,16 @@ func TestFilesDriverFailover(t *testing.T) {
 			l.cmd.Process.Kill()
 			killed := time.Now()
 			<-l.done
-			_, e2 := p.leader(3*ttl, 1-li)
+			ni, e2 := p.leader(3*ttl, 1-li)
 			took = append(took, time.Since(killed))
 			if e2 <= e1 {
 				t.Fatalf("new epoch %d is not above %d", e2, e1)
 			}
 			kills++
 			cutNow[id] = true
+			if c.afterKill != nil {
+				c.afterKill(p, id, ni, e2)
+			}
 			p.start(li) // back, as the follower
 		}
 		// the leader finishes; then it stops cleanly and the other, leading,
@@ -211,7 +247,7 @@ func TestFilesDriverFailover(t *testing.T) {
 	}
 	t.Logf("%d kills (-9) of the leader mid-copy in %d rounds; the other led after at most %s (lease TTL %s; all: %v); the moves cut: %v; %d files checked by sha256, %d commits each applied once",
 		kills, round, worst.Round(time.Millisecond), ttl, roundAll(took), outcomes, total.files, total.commits)
-	if !paused {
+	if c.pause && !paused {
 		t.Error("the paused-leader check never ran")
 	}
 	// the lease expires at most TTL after the dead leader's last keepalive;
@@ -274,20 +310,12 @@ func (p *pair) pausedLeaderNeverCommits(ttl time.Duration) {
 	p.stopped = l
 	p.mu.Unlock()
 	_, e2 := p.leader(3*ttl, 1-li)
-	fence := ha.FenceFile{Path: filepath.Join(p.r.store, "fence")}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if seen, _ := fence.Seen(); seen >= e2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			locks, _ := os.ReadFile("/proc/locks")
-			n := p.procs[1-li]
-			n.cmd.Process.Signal(syscall.SIGQUIT)
-			<-n.done
-			t.Fatalf("the new leader (epoch %d) did not raise the fence within 10s (stopped leader pid %d; /proc/locks:\n%s)\n%s", e2, l.cmd.Process.Pid, locks, n.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !fenceRaised(filepath.Join(p.r.store, "fence"), e2) {
+		locks, _ := os.ReadFile("/proc/locks")
+		n := p.procs[1-li]
+		n.cmd.Process.Signal(syscall.SIGQUIT)
+		<-n.done
+		t.Fatalf("the new leader (epoch %d) did not raise the fence within 10s (stopped leader pid %d; /proc/locks:\n%s)\n%s", e2, l.cmd.Process.Pid, locks, n.logs)
 	}
 	before := hookCallsAt(p.r, e1)
 	l.cmd.Process.Signal(syscall.SIGCONT)
@@ -303,6 +331,21 @@ func (p *pair) pausedLeaderNeverCommits(ttl time.Duration) {
 		t.Fatalf("the old leader (epoch %d) called the layout hook %d times after it was paused past its lease", e1, after-before)
 	}
 	t.Logf("SIGSTOP of the leader (epoch %d) mid-copy; the other led at epoch %d and raised the fence; after SIGCONT the old one made no commit", e1, e2)
+}
+
+// fenceRaised waits up to 10 s for the fence file at path (the layout
+// store's, or the toy MDS's epoch) to reach epoch: the new leader's
+// takeover raised it.
+func fenceRaised(path string, epoch uint64) bool {
+	fence := ha.FenceFile{Path: path}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if seen, _ := fence.Seen(); seen >= epoch {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 // holdsStoreLock names the layout store's lock file (the fence or the

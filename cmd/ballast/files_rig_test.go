@@ -382,7 +382,8 @@ func devIndex(devs []string, id string) int {
 // a striped mirror dealt back unit by unit), equal the original (sha256);
 // no layout keeps a pending commit or a retired component; nothing else
 // is on any export (no copy left behind, no retired component, no part
-// file); and every commit (a generation above 1) was applied by the MDS
+// file) and, with the exec driver, no move is left in flight at the toy
+// MDS; and every commit (a generation above 1) was applied by the MDS
 // (the layout hook, or the exec driver's script) exactly once, and
 // nothing else was. It returns the commits.
 func (r *filesRig) check(t *testing.T) (commits int) {
@@ -435,6 +436,11 @@ func (r *filesRig) check(t *testing.T) (commits int) {
 		}
 		return nil
 	})
+	if r.toy != "" {
+		for id := range toyInFlight(t, r) {
+			t.Errorf("move %s is still in flight at the toy MDS once quiet (its in-flight record was never removed by a cleanup or abort)", id)
+		}
+	}
 	seen := map[string]bool{}
 	for _, k := range r.applied(t) {
 		if seen[k] {
