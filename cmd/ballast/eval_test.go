@@ -309,3 +309,27 @@ func TestEvalPrintScenario(t *testing.T) {
 		t.Fatalf("printed scenario loads as another scenario:\n%s", stdout.String())
 	}
 }
+
+func TestEvalMarkdownEvidenceDelays(t *testing.T) {
+	rep := func(js string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(`{"scores": {"kinds": {"drive_failure_risk": `+js+`}}}`), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	reps := map[string][]map[string]any{
+		"failing-drive": {rep(`{"targets": 1, "median_delay_seconds": 1000, "median_delay_after_evidence_seconds": 900, "median_delay_after_first_error_seconds": 10}`),
+			rep(`{"targets": 1, "median_delay_seconds": 2000, "median_delay_after_evidence_seconds": 1900}`)},
+		"baseline": {rep(`{"targets": 0, "median_delay_seconds": null}`)},
+	}
+	var b bytes.Buffer
+	writeEvalMarkdown(&b, "ballast eval all --out x", []string{"baseline", "failing-drive"}, reps, nil, 2, 2, time.Minute)
+	md := b.String()
+	if want := "| failing-drive | 1500 ± 707 | 1400 ± 707 | 10 ± 0 (1/2) |"; !strings.Contains(md, want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md)
+	}
+	if strings.Contains(md, "| baseline | –") {
+		t.Errorf("a scenario without drive_failure_risk targets is listed:\n%s", md)
+	}
+}

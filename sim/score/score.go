@@ -86,6 +86,16 @@ type KindScore struct {
 	// seconds, floored at 0.
 	MedianDelay Num `json:"median_delay_seconds"`
 	P95Delay    Num `json:"p95_delay_seconds"`
+	// MedianEvidenceDelay is the median over detected targets of first
+	// report − the time the target first became observable in what the
+	// agents export (the twin's evidence_after_onset_s: a failing drive's
+	// first SMART change), seconds, floored at 0; absent when no detected
+	// target carries that time.
+	MedianEvidenceDelay *Num `json:"median_delay_after_evidence_seconds,omitempty"`
+	// MedianErrorDelay is the same from the target's first logged error
+	// (the twin's error_after_onset_s: a failing drive's first media error
+	// or error-log entry); absent likewise.
+	MedianErrorDelay *Num `json:"median_delay_after_first_error_seconds,omitempty"`
 	// TargetKinds and ExplainKinds are the truth kinds used.
 	TargetKinds  []string `json:"target_kinds"`
 	ExplainKinds []string `json:"explain_kinds"`
@@ -494,7 +504,7 @@ func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecor
 		}
 	}
 	matched := make([]bool, len(fs))
-	var delays []float64
+	var delays, evDelays, errDelays []float64
 	for ti := range truth {
 		t := &truth[ti]
 		isTarget := contains(r.targets, t.Kind)
@@ -524,6 +534,12 @@ func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecor
 		}
 		ks.Detected++
 		delays = append(delays, math.Max(0, first.Sub(t.Start).Seconds()))
+		if ev, ok := AfterOnset(t, "evidence_after_onset_s"); ok {
+			evDelays = append(evDelays, math.Max(0, first.Sub(ev).Seconds()))
+		}
+		if ev, ok := AfterOnset(t, "error_after_onset_s"); ok {
+			errDelays = append(errDelays, math.Max(0, first.Sub(ev).Seconds()))
+		}
 	}
 	for _, ok := range matched {
 		if ok {
@@ -533,10 +549,32 @@ func (m *matcher) scoreKind(r rule, fs []models.Finding, truth []twin.TruthRecor
 	ks.Precision = Num(ratio(float64(ks.TruePositives), float64(ks.Findings)))
 	ks.Recall = Num(ratio(float64(ks.Detected), float64(ks.Targets)))
 	ks.MedianDelay, ks.P95Delay = Num(quantile(delays, 0.5)), Num(quantile(delays, 0.95))
+	ks.MedianEvidenceDelay, ks.MedianErrorDelay = medianOrNil(evDelays), medianOrNil(errDelays)
 	if len(ks.Missed) > 20 {
 		ks.Missed = append(ks.Missed[:20], "…")
 	}
 	return ks
+}
+
+// medianOrNil is the median of xs, nil when xs is empty.
+func medianOrNil(xs []float64) *Num {
+	if len(xs) == 0 {
+		return nil
+	}
+	v := Num(quantile(xs, 0.5))
+	return &v
+}
+
+// AfterOnset returns a truth record's onset plus its parameter param
+// (seconds after the onset: the twin's evidence_after_onset_s, when the
+// subject first became observable in the exported telemetry, or
+// error_after_onset_s), and false when the record does not carry it.
+func AfterOnset(t *twin.TruthRecord, param string) (time.Time, bool) {
+	s, ok := t.Params[param].(float64)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.Start.Add(time.Duration(math.Round(s * 1e9))), true
 }
 
 func ratio(a, b float64) float64 {

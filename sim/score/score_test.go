@@ -378,3 +378,48 @@ func TestCheckpointFailedScoring(t *testing.T) {
 		t.Errorf("truth counts %v; want 2 failed of 3 bursts", r.TruthCounts)
 	}
 }
+
+// TestDelayAfterEvidence: drive_failure_risk reports, beside the delay
+// from the onset, the median delay after each target's first evidence and
+// first error (the twin's evidence_after_onset_s, error_after_onset_s);
+// without those times the fields are absent, not 0.
+func TestDelayAfterEvidence(t *testing.T) {
+	in := Input{
+		Truth: []twin.TruthRecord{
+			truth("failing_drive", subj("device", "ds04/nvme4n1"), 10, 0, map[string]any{"evidence_after_onset_s": 60.0, "error_after_onset_s": 600.0}),
+			truth("failing_drive", subj("device", "ds05/nvme4n1"), 10, 0, map[string]any{"evidence_after_onset_s": 120.0, "error_after_onset_s": 900.0}),
+		},
+		Findings: []models.Finding{
+			finding("drive_failure_risk", subj("device", "ds04/nvme4n1"), 25, 0), // 15 min after the onset
+			finding("drive_failure_risk", subj("device", "ds05/nvme4n1"), 30, 0), // 20 min after
+		},
+		Start: at(0),
+		End:   at(60),
+	}
+	k := Score(in).Kinds["drive_failure_risk"]
+	if k.Detected != 2 || float64(k.MedianDelay) != 1050 {
+		t.Fatalf("detected %d, median delay %v; want 2, 1050", k.Detected, k.MedianDelay)
+	}
+	// after evidence: 900 − 60 = 840 and 1200 − 120 = 1080; after the
+	// first error: 300 and 300
+	if k.MedianEvidenceDelay == nil || float64(*k.MedianEvidenceDelay) != 960 {
+		t.Errorf("median delay after evidence %v; want 960", k.MedianEvidenceDelay)
+	}
+	if k.MedianErrorDelay == nil || float64(*k.MedianErrorDelay) != 300 {
+		t.Errorf("median delay after the first error %v; want 300", k.MedianErrorDelay)
+	}
+	for i := range in.Truth {
+		in.Truth[i].Params = map[string]any{}
+	}
+	k = Score(in).Kinds["drive_failure_risk"]
+	js, err := json.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.MedianEvidenceDelay != nil || k.MedianErrorDelay != nil || strings.Contains(string(js), "after_") {
+		t.Errorf("without evidence times: %s; want no delay-after fields", js)
+	}
+	if float64(k.MedianDelay) != 1050 {
+		t.Errorf("median delay %v without evidence times; want 1050 still", k.MedianDelay)
+	}
+}

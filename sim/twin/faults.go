@@ -25,6 +25,69 @@ type faultState struct {
 	fillDev []float64  // bytes this fault wrote to each pool device
 	prog    float64    // failing drive: progress 0..1 at the last tick
 	rng     *rand.Rand // the fault's own noise (see faultStream)
+	// failing drive: the SMART values its drive exported before the
+	// onset, and whether noteEvidence has seen them differ
+	evBase   smartEvidence
+	evNoted  bool
+	errNoted bool
+}
+
+// smartEvidence is what of a drive's exported SMART / Health values can
+// tell a failing drive from a healthy one.
+type smartEvidence struct {
+	mediaErr, errLog, spare float64
+	warning                 uint8
+}
+
+func (t *Twin) smartEvidence(d int32) smartEvidence {
+	sm := &t.dev[d].smart
+	return smartEvidence{mediaErr: sm.mediaErr, errLog: sm.errLog, spare: sm.spare, warning: t.criticalWarning(d)}
+}
+
+// noteEvidence records, on each failing drive's truth record, when its
+// drive first became observably different in what the agents export
+// (Smart): evidence_after_onset_s, the first tick its media errors or
+// error-log entries rose above their values before the onset, its
+// available spare fell below it, its critical-warning bits changed, or it
+// failed (first_evidence names which); and error_after_onset_s, the first
+// tick its media errors or error-log entries rose (or it failed). No
+// detector can see a drive before then; the scorer measures detection
+// delay from these as well as from the onset (docs/evaluation.md).
+func (t *Twin) noteEvidence(now float64) {
+	for i := range t.faults {
+		fs := &t.faults[i]
+		if fs.f.Kind != FaultFailingDrive || fs.rec < 0 || fs.errNoted {
+			continue
+		}
+		e, b, failed := t.smartEvidence(fs.dev), fs.evBase, t.dev[fs.dev].failed
+		r := &t.truth[fs.rec]
+		after := t.at(now).Sub(r.Start).Seconds()
+		if e.mediaErr > b.mediaErr || e.errLog > b.errLog || failed {
+			fs.errNoted = true
+			r.Params["error_after_onset_s"] = after
+		}
+		if fs.evNoted {
+			continue
+		}
+		what := ""
+		switch {
+		case failed:
+			what = "failed"
+		case e.mediaErr > b.mediaErr:
+			what = "media_errors"
+		case e.errLog > b.errLog:
+			what = "error_log_entries"
+		case e.spare < b.spare:
+			what = "available_spare"
+		case e.warning != b.warning:
+			what = "critical_warning"
+		default:
+			continue
+		}
+		fs.evNoted = true
+		r.Params["evidence_after_onset_s"] = after
+		r.Params["first_evidence"] = what
+	}
 }
 
 // faultStream is the second word of each fault's PCG source (plus the
@@ -195,6 +258,7 @@ func (t *Twin) startFault(i int, now float64) {
 	f := fs.f
 	switch f.Kind {
 	case FaultFailingDrive:
+		fs.evBase = t.smartEvidence(fs.dev)
 		fs.rec = t.openTruth("failing_drive", t.deviceSubject(fs.dev), now, map[string]any{
 			"ds": t.ds[t.dev[fs.dev].ds].name, "fails_at_s": f.End.Seconds(), "media_errors": f.MediaErrors,
 			"final_spare": f.FinalSpare, "wear_rise": f.WearRise, "final_speed": f.FinalSpeed,

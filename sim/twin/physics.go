@@ -170,6 +170,7 @@ func (t *Twin) Step() {
 	t.settleJobs(now)
 	t.settleMigrations(now)
 	t.endTick(now)
+	t.noteEvidence(now)
 	t.tick++
 }
 

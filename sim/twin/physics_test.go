@@ -422,15 +422,19 @@ faults:
   - {kind: failing_drive, device: ds01/nvme1n1, start: 10m, end: 70m, media_errors: 4000, final_spare: 3, wear_rise: 6, temp_excursion_c: 40}
 `
 
+// failingSmart is the SMART output of failingDrive's degrading drive.
+func failingSmart(t *testing.T, tw *Twin) SmartHealth {
+	t.Helper()
+	hs, err := tw.Smart("ds01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs[1]
+}
+
 func TestFailingDriveSMARTMoves(t *testing.T) {
 	tw := build(t, failingDrive)
-	get := func() SmartHealth {
-		hs, err := tw.Smart("ds01")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return hs[1]
-	}
+	get := func() SmartHealth { return failingSmart(t, tw) }
 	tw.Run(600)
 	h0 := get()
 	if h0.MediaErrors != 0 || h0.AvailableSpare != 100 || h0.CriticalWarning != 0 {
@@ -933,5 +937,52 @@ func TestFlowCoefficients(t *testing.T) {
 	}
 	if seen[srcStream] == 0 || seen[srcMigration] == 0 {
 		t.Fatalf("flows seen by source %v: want streams and copies", seen)
+	}
+}
+
+// TestFailingDriveEvidenceTime: the failing_drive truth record carries
+// when the drive first differed in the exported SMART values (any of
+// media errors, error-log entries, available spare, critical warning) and
+// when it first logged an error, each the tick whose Smart output first
+// showed it, in seconds after the onset.
+func TestFailingDriveEvidenceTime(t *testing.T) {
+	tw := build(t, failingDrive)
+	get := func() SmartHealth { return failingSmart(t, tw) }
+	tw.Run(590)
+	h0 := get()
+	var evidence, errAt time.Time
+	for i := 0; i < 3600 && errAt.IsZero(); i++ {
+		tick := tw.Now()
+		tw.Step()
+		h := get()
+		differs := h.MediaErrors != h0.MediaErrors || h.ErrorLogEntries != h0.ErrorLogEntries
+		if evidence.IsZero() && (differs || h.AvailableSpare != h0.AvailableSpare || h.CriticalWarning != h0.CriticalWarning) {
+			evidence = tick
+		}
+		if errAt.IsZero() && differs {
+			errAt = tick
+		}
+	}
+	if evidence.IsZero() || errAt.IsZero() {
+		t.Fatalf("the drive's SMART values never changed in the first hour of the fault")
+	}
+	var rec *TruthRecord
+	all := tw.Truth()
+	for i := range all {
+		if all[i].Kind == "failing_drive" {
+			rec = &all[i]
+		}
+	}
+	if rec == nil {
+		t.Fatal("no failing_drive truth record")
+	}
+	for param, want := range map[string]time.Time{"evidence_after_onset_s": evidence, "error_after_onset_s": errAt} {
+		got, ok := rec.Params[param].(float64)
+		if !ok {
+			t.Fatalf("failing_drive params %v lack %s", rec.Params, param)
+		}
+		if w := want.Sub(rec.Start).Seconds(); got != w {
+			t.Errorf("%s = %v; the Smart output first changed %v s after the onset", param, got, w)
+		}
 	}
 }
