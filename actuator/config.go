@@ -29,8 +29,9 @@ type Duration = units.Duration
 // Config is the `actuators:` section of the mds config. DefaultConfig
 // documents every default (docs/config.md lists them).
 type Config struct {
-	// Driver moves the bytes: "" (none: plans are proposals only), twin
-	// (the demo's simulated cluster), files or exec.
+	// Driver moves the bytes: "" (none: no device list or placements, so
+	// no data move is planned; read-ahead still is), twin (the demo's
+	// simulated cluster), files or exec.
 	Driver string `yaml:"driver"`
 	// Mode applies to every planned kind without its own entry in Modes.
 	Mode models.ActionMode `yaml:"mode"`

@@ -89,8 +89,9 @@ func (solo) Leading() (uint64, bool) { return 0, true }
 // Options configure an Engine.
 type Options struct {
 	Config Config
-	// Mover carries moves out; nil means none (plans are proposals only and
-	// every kind runs in dry-run).
+	// Mover carries moves out and lists the devices and placements the
+	// planner plans from; nil means none (no device list, so no data move
+	// is planned, and every kind but read-ahead runs in dry-run).
 	Mover   Mover
 	Journal Journal
 	// Load returns the journaled actions at Start.

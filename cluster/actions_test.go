@@ -113,4 +113,7 @@ func TestLogActuatorsSaysWhatRuns(t *testing.T) {
 	if !strings.Contains(buf.String(), want) {
 		t.Fatalf("start line %q; want it to contain %q", buf.String(), want)
 	}
+	if !strings.Contains(buf.String(), "are not planned") {
+		t.Fatalf("start line %q: without a driver it must say that no data move is planned", buf.String())
+	}
 }

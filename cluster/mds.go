@@ -547,5 +547,12 @@ func logActuators(log *slog.Logger, e *actuator.Engine) {
 	for _, k := range kinds {
 		modes = append(modes, string(k)+"="+string(e.ModeOf(k)))
 	}
-	log.Info("actuators", "driver", e.Capabilities().Name, "modes", strings.Join(modes, " "))
+	attrs := []any{"driver", e.Capabilities().Name, "modes", strings.Join(modes, " ")}
+	if e.Capabilities().Name == "none" {
+		// Without a driver the planner has no device list and no
+		// placements, so it plans no data move at all, not even a
+		// proposal; findings still name the drives and hot spots.
+		attrs = append(attrs, "note", "no actuators.driver: stripe moves, evacuations and spare promotions are not planned (no device list or placements to plan from); findings only")
+	}
+	log.Info("actuators", attrs...)
 }
