@@ -32,6 +32,18 @@ type AdmissionOptions struct {
 	// waits for its body from the network. Default GOMAXPROCS − 1, at
 	// least 1, so that queries and health checks keep a CPU's worth.
 	MaxWorkers int
+	// SpareWorkers are worker slots beyond MaxWorkers that ingest takes
+	// only while no query runs and none ended within QueryHold: the CPU
+	// kept for queries is lent to ingest while nobody queries, and new
+	// ingest work stops taking it as soon as a query comes (the request
+	// holding it finishes; nothing is preempted). 0 with MaxWorkers 0 (the
+	// default): GOMAXPROCS − MaxWorkers, so an mds fed by a bulk import on
+	// a 2-CPU host uses both CPUs; 0 with MaxWorkers set: none, the
+	// operator's bound is a hard one. Negative: none.
+	SpareWorkers int
+	// QueryHold is how long after a query ended the spare workers stay
+	// kept for queries. Default 2s.
+	QueryHold time.Duration
 	// QueueTimeout is how long a request waits for room before it is
 	// answered 429. Default 1s.
 	QueueTimeout time.Duration
@@ -55,7 +67,11 @@ type AdmissionOptions struct {
 // and the CPU (MaxWorkers requests decoding, parsing and storing), which
 // queries and health checks never wait for. Counting requests and bytes
 // alone let a faster ingest path take every CPU: on 2 cores, 8 admitted
-// requests starved queries for 10 s (TestOverload).
+// requests starved queries for 10 s (TestOverload). The CPU kept for
+// queries is lent to ingest (SpareWorkers) while no query runs: with the
+// one worker GOMAXPROCS − 1 gives on 2 CPUs, a bulk import ran at 0.52×
+// VictoriaMetrics single-node's samples/s on a quiet machine, with the
+// spare at about 1.0× (BENCHMARKS.md, foundation).
 //
 // The worker slots are VictoriaMetrics' -maxConcurrentInserts
 // (lib/writeconcurrencylimiter): a slot is held while the request runs and
@@ -76,6 +92,10 @@ type Admission struct {
 	freed chan struct{} // closed and replaced whenever room is freed
 
 	workers chan struct{} // a slot per request doing ingest work
+	spare   chan struct{} // slots lent while no query runs (SpareWorkers)
+
+	queries   atomic.Int64 // queries running now (Query)
+	lastQuery atomic.Int64 // unix nanoseconds the last query ended; 0 before any
 
 	lastRefused atomic.Int64 // unix nanoseconds of the last 429; 0 before any
 
@@ -95,6 +115,13 @@ func NewAdmission(opts AdmissionOptions) *Admission {
 	}
 	if opts.MaxWorkers <= 0 {
 		opts.MaxWorkers = DefaultIngestWorkers()
+		if opts.SpareWorkers == 0 {
+			opts.SpareWorkers = runtime.GOMAXPROCS(0) - opts.MaxWorkers
+		}
+	}
+	opts.SpareWorkers = max(opts.SpareWorkers, 0)
+	if opts.QueryHold <= 0 {
+		opts.QueryHold = 2 * time.Second
 	}
 	if opts.QueueTimeout <= 0 {
 		opts.QueueTimeout = time.Second
@@ -105,11 +132,11 @@ func NewAdmission(opts AdmissionOptions) *Admission {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewSet()
 	}
-	a := &Admission{opts: opts, freed: make(chan struct{}), workers: make(chan struct{}, opts.MaxWorkers), throttled: map[string]*metrics.Counter{},
+	a := &Admission{opts: opts, freed: make(chan struct{}), workers: make(chan struct{}, opts.MaxWorkers), spare: make(chan struct{}, opts.SpareWorkers), throttled: map[string]*metrics.Counter{},
 		retryAfter: strconv.FormatInt(int64((opts.RetryAfter+time.Second-1)/time.Second), 10)}
 	opts.Metrics.NewGauge(`ballast_ingest_inflight_requests`, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.reqs) })
 	opts.Metrics.NewGauge(`ballast_ingest_inflight_bytes`, func() float64 { a.mu.Lock(); defer a.mu.Unlock(); return float64(a.bytes) })
-	opts.Metrics.NewGauge(`ballast_ingest_busy_workers`, func() float64 { return float64(len(a.workers)) })
+	opts.Metrics.NewGauge(`ballast_ingest_busy_workers`, func() float64 { return float64(len(a.workers) + len(a.spare)) })
 	for _, r := range []string{"requests", "bytes", "workers"} {
 		a.throttled[r] = opts.Metrics.NewCounter(fmt.Sprintf(`ballast_ingest_throttled_requests_total{limit=%q}`, r))
 	}
@@ -127,8 +154,10 @@ func (a *Admission) Wrap(h http.Handler) http.Handler {
 		timer := time.NewTimer(a.opts.QueueTimeout)
 		defer timer.Stop()
 		limit := a.acquire(r, n, timer)
+		var slot chan struct{}
 		if limit == "" {
-			if limit = a.acquireWorker(r.Context(), timer); limit != "" {
+			if slot = a.acquireWorker(r.Context(), timer.C); slot == nil {
+				limit = "workers"
 				a.release(n)
 			}
 		}
@@ -151,7 +180,7 @@ func (a *Admission) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		defer a.release(n)
-		body := &workerBody{ReadCloser: r.Body, a: a, ctx: r.Context(), held: true}
+		body := &workerBody{ReadCloser: r.Body, a: a, ctx: r.Context(), slot: slot}
 		r.Body = body
 		defer body.done()
 		h.ServeHTTP(w, r)
@@ -201,21 +230,53 @@ func (a *Admission) acquire(r *http.Request, n int64, timer *time.Timer) string 
 	}
 }
 
-// acquireWorker takes a worker slot, waiting until timer fires; it
-// returns "" or "workers".
-func (a *Admission) acquireWorker(ctx context.Context, timer *time.Timer) string {
+// acquireWorker takes a worker slot, or a spare one while queries leave
+// it free, waiting for a worker slot until timeout fires (nil: as long as
+// ctx lives); it returns the channel it took a slot of, or nil.
+func (a *Admission) acquireWorker(ctx context.Context, timeout <-chan time.Time) chan struct{} {
 	select {
 	case a.workers <- struct{}{}:
-		return ""
+		return a.workers
 	default:
 	}
+	if a.spareFree() {
+		select {
+		case a.spare <- struct{}{}:
+			return a.spare
+		default:
+		}
+	}
 	select {
 	case a.workers <- struct{}{}:
-		return ""
-	case <-timer.C:
+		return a.workers
+	case <-timeout:
 	case <-ctx.Done():
 	}
-	return "workers"
+	return nil
+}
+
+// spareFree reports whether ingest may take a spare slot: no query runs
+// and none ended within QueryHold.
+func (a *Admission) spareFree() bool {
+	if a.queries.Load() > 0 {
+		return false
+	}
+	t := a.lastQuery.Load()
+	return t == 0 || time.Since(time.Unix(0, t)) >= a.opts.QueryHold
+}
+
+// Query returns h counted as a query: while it runs, and for QueryHold
+// after, new ingest work takes no spare slot, so that queries keep the
+// CPU MaxWorkers leaves them.
+func (a *Admission) Query(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.queries.Add(1)
+		defer func() {
+			a.lastQuery.Store(time.Now().UnixNano())
+			a.queries.Add(-1)
+		}()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // workerBody is an admitted request's body: it gives up the request's
@@ -227,31 +288,26 @@ type workerBody struct {
 	io.ReadCloser
 	a    *Admission
 	ctx  context.Context
-	held bool
+	slot chan struct{} // the channel whose slot is held; nil while none
 }
 
 func (b *workerBody) Read(p []byte) (int, error) {
-	if b.held {
-		<-b.a.workers
-		b.held = false
+	if b.slot != nil {
+		<-b.slot
+		b.slot = nil
 	}
 	n, err := b.ReadCloser.Read(p)
-	select {
-	case b.a.workers <- struct{}{}:
-		b.held = true
-	case <-b.ctx.Done():
-		if err == nil {
-			err = fmt.Errorf("cannot resume after reading the request body: %w", b.ctx.Err())
-		}
+	if b.slot = b.a.acquireWorker(b.ctx, nil); b.slot == nil && err == nil {
+		err = fmt.Errorf("cannot resume after reading the request body: %w", b.ctx.Err())
 	}
 	return n, err
 }
 
 // done gives the slot back once the handler returned.
 func (b *workerBody) done() {
-	if b.held {
-		<-b.a.workers
-		b.held = false
+	if b.slot != nil {
+		<-b.slot
+		b.slot = nil
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -146,5 +147,103 @@ func TestAdmissionWorkerWaitsNotForTheNetwork(t *testing.T) {
 	}
 	if len(a.workers) != 0 || a.reqs != 0 {
 		t.Errorf("after both ended: %d workers and %d requests in flight; want 0", len(a.workers), a.reqs)
+	}
+}
+
+// TestAdmissionLendsTheQueryCPU: the slot kept for queries is taken by
+// ingest while no query runs and none ended within QueryHold, not while
+// one runs or just after; a MaxWorkers set by the operator lends nothing;
+// the default lends the CPU GOMAXPROCS − 1 keeps.
+func TestAdmissionLendsTheQueryCPU(t *testing.T) {
+	const hold = 150 * time.Millisecond
+	a := NewAdmission(AdmissionOptions{MaxRequests: 10, MaxBytes: 1 << 20, MaxWorkers: 1, SpareWorkers: 1,
+		QueryHold: hold, QueueTimeout: 50 * time.Millisecond})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	h := a.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	// run starts n held requests and returns how many got in before the
+	// queue timeout; the others were answered 429.
+	run := func(n int) (in int, finish func()) {
+		var wg sync.WaitGroup
+		codes := make(chan int, n)
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/write", strings.NewReader("x")))
+				codes <- rec.Code
+			}()
+		}
+		deadline := time.After(time.Second)
+		refused := 0
+		for in+refused < n {
+			select {
+			case <-entered:
+				in++
+			case c := <-codes:
+				if c != http.StatusTooManyRequests {
+					t.Fatalf("a request answered %d before it was released; want 429", c)
+				}
+				refused++
+			case <-deadline:
+				t.Fatalf("%d of %d requests neither entered nor were refused within 1s", n-in-refused, n)
+			}
+		}
+		return in, func() {
+			for range in {
+				release <- struct{}{}
+			}
+			wg.Wait()
+		}
+	}
+
+	in, finish := run(3)
+	finish()
+	if in != 2 {
+		t.Errorf("no query yet: %d of 3 requests ran at once; want 2 (the worker and the lent slot)", in)
+	}
+
+	queryIn, queryOut := make(chan struct{}), make(chan struct{})
+	q := a.Query(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(queryIn)
+		<-queryOut
+	}))
+	go q.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/v1/query", nil))
+	<-queryIn
+	in, finish = run(2)
+	finish()
+	if in != 1 {
+		t.Errorf("while a query runs: %d of 2 requests ran at once; want 1 (the query keeps its CPU)", in)
+	}
+	close(queryOut)
+	for a.queries.Load() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	in, finish = run(2)
+	finish()
+	if in != 1 {
+		t.Errorf("just after a query: %d of 2 requests ran at once; want 1 for QueryHold (%s)", in, hold)
+	}
+	time.Sleep(hold)
+	in, finish = run(2)
+	finish()
+	if in != 2 {
+		t.Errorf("%s after the query: %d of 2 requests ran at once; want 2", hold, in)
+	}
+	if len(a.workers)+len(a.spare) != 0 {
+		t.Errorf("after every request ended: %d worker and %d lent slots busy; want 0", len(a.workers), len(a.spare))
+	}
+
+	if set := NewAdmission(AdmissionOptions{MaxWorkers: 1}); set.opts.SpareWorkers != 0 {
+		t.Errorf("max_workers set by the operator: %d spare workers; want 0 (a hard bound)", set.opts.SpareWorkers)
+	}
+	def := NewAdmission(AdmissionOptions{})
+	if want := runtime.GOMAXPROCS(0) - DefaultIngestWorkers(); def.opts.SpareWorkers != want {
+		t.Errorf("default: %d spare workers; want GOMAXPROCS − max_workers = %d", def.opts.SpareWorkers, want)
 	}
 }

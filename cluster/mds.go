@@ -273,7 +273,9 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}
 	ih := storage.NewIngestHandler(m.store, storage.IngestOptions{MaxBodyBytes: c.Ingest.MaxBodyBytes, Metrics: m.set, Logger: m.logger})
 	// One admission control in front of every ingest endpoint: their
-	// load, not the query API's or /readyz's, is what it bounds.
+	// load, not the query API's or /readyz's, is what it bounds. The
+	// query-scope routes are counted as queries (adm.Query): while one
+	// runs, and shortly after, ingest leaves them the CPU it keeps free.
 	adm := NewAdmission(AdmissionOptions{MaxRequests: c.Ingest.MaxInflightRequests, MaxBytes: c.Ingest.MaxInflightBytes,
 		MaxBodyBytes: int64(c.Ingest.MaxBodyBytes), MaxWorkers: c.Ingest.MaxWorkers, QueueTimeout: time.Duration(c.Ingest.QueueTimeout), Metrics: m.set})
 	if d, ok := m.store.(interface{ DeferRefreshWhile(func() bool) }); ok {
@@ -282,10 +284,10 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	m.server.Handle(storage.PathImportPrometheus, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(storage.PathRemoteWrite, adm.Wrap(ih), node.ScopeIngest)
 	m.server.Handle(layoutstats.Path, adm.Wrap(layoutstats.NewHandler(m.lstats, layoutstats.HandlerOptions{})), node.ScopeIngest)
-	m.server.Handle(storage.PathFindings, storage.FindingsHandler(m.journal), node.ScopeQuery)
-	m.server.Handle(PathPipelineStatus, http.HandlerFunc(m.servePipelineStatus), node.ScopeQuery)
-	m.server.Handle(PathLeaderStatus, http.HandlerFunc(m.serveLeaderStatus), node.ScopeQuery)
-	m.server.Handle("GET "+PathCapacityReport, CapacityReportHandler(m.CapacityReportDir()), node.ScopeQuery)
+	m.server.Handle(storage.PathFindings, adm.Query(storage.FindingsHandler(m.journal)), node.ScopeQuery)
+	m.server.Handle(PathPipelineStatus, adm.Query(http.HandlerFunc(m.servePipelineStatus)), node.ScopeQuery)
+	m.server.Handle(PathLeaderStatus, adm.Query(http.HandlerFunc(m.serveLeaderStatus)), node.ScopeQuery)
+	m.server.Handle("GET "+PathCapacityReport, adm.Query(CapacityReportHandler(m.CapacityReportDir())), node.ScopeQuery)
 	if m.console, err = console.New(console.Options{
 		Findings: m.journal, Actions: m.journal, Query: m.store,
 		ReportDir: m.CapacityReportDir(), ReportURL: PathCapacityReport,
@@ -293,22 +295,22 @@ func (m *MDS) Start(ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	m.server.Handle(console.Path, m.console, node.ScopeQuery)
+	m.server.Handle(console.Path, adm.Query(m.console), node.ScopeQuery)
 	m.server.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound), node.ScopePublic)
-	m.server.Handle(PathDevicesStatus, http.HandlerFunc(m.serveDevicesStatus), node.ScopeQuery)
+	m.server.Handle(PathDevicesStatus, adm.Query(http.HandlerFunc(m.serveDevicesStatus)), node.ScopeQuery)
 	// Only the documented query API (docs/storage.md) is mounted, not all
 	// of vmselect: its cache resets and graphite deletes stay unreachable,
 	// and deleting series needs the admin scope.
 	qh := m.store.QueryHandler()
 	for _, p := range storage.QueryPaths {
-		m.server.Handle(p, qh, node.ScopeQuery)
+		m.server.Handle(p, adm.Query(qh), node.ScopeQuery)
 	}
 	for _, p := range storage.AdminPaths {
 		m.server.Handle(p, qh, node.ScopeAdmin)
 	}
 	ah := &actionsHandler{journal: m.journal, engine: m.engine, now: m.Now}
-	m.server.Handle("GET "+PathActions, ah, node.ScopeQuery)
-	m.server.Handle("GET "+PathActions+"/{id}", ah, node.ScopeQuery)
+	m.server.Handle("GET "+PathActions, adm.Query(ah), node.ScopeQuery)
+	m.server.Handle("GET "+PathActions+"/{id}", adm.Query(ah), node.ScopeQuery)
 	m.server.Handle("POST "+PathActions+"/{id}/{verb}", ah, node.ScopeAct)
 	m.server.Handle("POST "+PathReadAheadSync, readAheadHandler{m}, node.ScopeAct)
 	if err := m.server.Start(); err != nil {
