@@ -70,14 +70,7 @@ func fsUsed(t *testing.T, tw *Twin) (used float64, filesystems int) {
 // bytes (size − avail) grow once the capacity-pressure tenant starts
 // writing at 4 GB/s (from minute 10).
 func TestFilesystemSeriesUnderCapacityPressure(t *testing.T) {
-	sc, err := LoadScenario("capacity-pressure")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := New(sc, 1, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, tw := shipped(t, "capacity-pressure")
 	tw.Run(int64(9 * 60 / sc.Tick.Seconds()))
 	before, nfs := fsUsed(t, tw)
 	if nfs != 16 {

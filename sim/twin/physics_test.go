@@ -20,6 +20,21 @@ func parse(t *testing.T, y string) *Scenario {
 	return sc
 }
 
+// shipped loads the shipped scenario name and builds its twin, seed 1 at
+// epoch.
+func shipped(t *testing.T, name string) (*Scenario, *Twin) {
+	t.Helper()
+	sc, err := LoadScenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := New(sc, 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc, tw
+}
+
 func build(t *testing.T, y string) *Twin {
 	t.Helper()
 	tw, err := New(parse(t, y), 7, epoch)
@@ -69,14 +84,7 @@ func TestServedNeverExceedsLimits(t *testing.T) {
 		if name == "capacity-pressure" {
 			ticks = 100 * 60 // until the scratch pool is full
 		}
-		sc, err := LoadScenario(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tw, err := New(sc, 1, epoch)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, tw := shipped(t, name)
 		moved := false
 		for i := 0; i < ticks; i++ {
 			tw.Step()
@@ -559,14 +567,7 @@ func TestTwoHotShardsOnOneDataset(t *testing.T) {
 // is the shortfall of all of them, split in proportion: every DS NIC gets
 // a like part, not the first stripe's DS all of it (docs/scenarios.md).
 func TestEquallyLimitedStripesShareTheLoss(t *testing.T) {
-	sc, err := LoadScenario("checkpoint-storm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := New(sc, 1, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tw := shipped(t, "checkpoint-storm")
 	for tw.Elapsed() < 25*time.Minute {
 		tw.Step()
 	}
@@ -892,14 +893,7 @@ func TestChainShortfallFollowsTheTimeSpent(t *testing.T) {
 // device time per byte at its devices (read at a copy's source, written at
 // its destination), 1 at every network resource and at free space.
 func TestFlowCoefficients(t *testing.T) {
-	sc, err := LoadScenario("hot-shard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := New(sc, 1, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tw := shipped(t, "hot-shard")
 	seen := map[uint8]int{}
 	for i := 0; i < 720; i++ {
 		if i == 650 {
