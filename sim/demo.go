@@ -125,7 +125,7 @@ type PlanSummary struct {
 	Subject         string  `json:"subject"`
 	State           string  `json:"state"`
 	Verdict         string  `json:"verdict,omitempty"`
-	Moves           int     `json:"moves"`
+	Moves           int     `json:"moves"` // planned stripe moves and restripes
 	MovesDone       int     `json:"moves_done"`
 	BytesMoved      int64   `json:"bytes_moved"`
 	LowerBoundBytes int64   `json:"lower_bound_bytes"`
@@ -146,7 +146,9 @@ func remediation(acts []models.Action, mode models.ActionMode) Remediation {
 			ps.Subject = a.SubjectName
 		}
 		if a.Plan != nil {
-			ps.Moves, ps.LowerBoundBytes = a.Plan.Moves, a.Plan.LowerBoundBytes
+			// a restripe is one of the plan's child actions too, done and
+			// counted in Progress like a move
+			ps.Moves, ps.LowerBoundBytes = a.Plan.Moves+a.Plan.Restripes, a.Plan.LowerBoundBytes
 		}
 		if a.Progress != nil {
 			ps.MovesDone, ps.BytesMoved = a.Progress.MovesDone, a.Progress.BytesMoved
