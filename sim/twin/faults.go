@@ -41,7 +41,7 @@ type smartEvidence struct {
 
 func (t *Twin) smartEvidence(d int32) smartEvidence {
 	sm := &t.dev[d].smart
-	return smartEvidence{mediaErr: sm.mediaErr, errLog: sm.errLog, spare: sm.spare, warning: t.criticalWarning(d)}
+	return smartEvidence{mediaErr: sm.mediaErr, errLog: sm.errLog - sm.errLogNoise, spare: sm.spare, warning: t.criticalWarning(d)}
 }
 
 // noteEvidence records, on each failing drive's truth record, when its
@@ -137,6 +137,7 @@ type smartState struct {
 	unsafe         float64
 	mediaErr       float64
 	errLog         float64
+	errLogNoise    float64 // of errLog, the healthy background entries (fleet.go)
 	warnTempMin    float64
 	critTempMin    float64
 	reliability    bool
@@ -356,8 +357,9 @@ func (t *Twin) rebootDS(ds int32) {
 
 // degrade advances a failing drive to progress p (0 at onset, 1 at
 // failure). Media errors accumulate as M·p³ (accelerating, the shape of
-// reallocation growth before failure), available spare falls as
-// 100 − (100 − final)·p², speed falls as 1 − (1 − final)·p² (retries and
+// reallocation growth before failure), available spare falls with them
+// from its value at the onset to final_spare (as p² when media_errors is
+// 0), speed falls as 1 − (1 − final)·p² (retries and
 // read-recovery), latency outliers occur with probability rate·p per tick,
 // and temperature excursions become more frequent.
 func (t *Twin) degrade(fs *faultState, p float64, now float64) {
@@ -372,7 +374,16 @@ func (t *Twin) degrade(fs *faultState, p float64, now float64) {
 		sm.errLog += inc + math.Floor(inc*0.25*fs.rng.Float64())
 	}
 	fs.prog = p
-	sm.spare = math.Floor(100 - (100-f.FinalSpare)*p*p)
+	// spare is consumed by the blocks the drive retires, which its media
+	// errors stand for: from the spare it had at the onset down to
+	// final_spare when the errors reach media_errors
+	used := p * p
+	if f.MediaErrors > 0 {
+		used = min(1, (sm.mediaErr-fs.evBase.mediaErr)/f.MediaErrors)
+	}
+	if s0 := fs.evBase.spare; s0 > f.FinalSpare {
+		sm.spare = math.Floor(s0 - (s0-f.FinalSpare)*used)
+	}
 	sm.wear = f.WearRise * p
 	dv.health = 1 - (1-f.FinalSpeed)*p*p
 	dv.outlier = 1
@@ -391,13 +402,14 @@ func (t *Twin) degrade(fs *faultState, p float64, now float64) {
 
 // tickSmart integrates one tick of temperature, busy time and power-on
 // time into a drive's SMART values.
-func (t *Twin) tickSmart(d int32) {
+func (t *Twin) tickSmart(d int32, now float64) {
 	dv := &t.dev[d]
 	sm := &dv.smart
 	if dv.failed {
 		return
 	}
-	sm.tempC = ambientC + loadHeatC*dv.utilEWMA + sm.excursion
+	t.tickFleet(d, now)
+	sm.tempC = t.ambient(now) + dv.fleet.tempOffC + loadHeatC*dv.utilEWMA + sm.excursion
 	if sm.tempC >= warnTempC {
 		sm.warnTempMin += t.dt / 60
 	}

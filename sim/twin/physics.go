@@ -14,7 +14,7 @@ const (
 	causeReadAhead         // the mount's read-ahead window limits a stream
 	causeIOError           // reads failed on a failed device
 	causeNodeDown          // reads failed on a data server that is down
-	causeLoader            // no storage cause: shard changes, loader ramp-up
+	causeLoader            // no storage cause: shard changes, loader ramp-up, the host's gaps between steps
 	numCauses
 )
 
@@ -884,7 +884,7 @@ func (t *Twin) endTick(now float64) {
 		dv.ioMs += min(1, dv.util) * dtms
 		// mean queue length of an M/M/1 queue: ρ/(1−ρ) = ρ × multiplier
 		dv.inflight = min(1, dv.util) * dv.qmul
-		t.tickSmart(int32(d))
+		t.tickSmart(int32(d), now)
 		// a device at 98 % of its capacity is full for the truth; it stops
 		// being full below 95 %
 		if f := dv.used / dv.capBytes; f >= 0.98 && dv.fullRec < 0 && !dv.spare {

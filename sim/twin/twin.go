@@ -40,6 +40,12 @@ type Twin struct {
 	start time.Time
 	dt    float64
 	tick  int64
+	// ambientPhase is the phase of the data hall's daily swing (fleet.go)
+	ambientPhase float64
+	// gapRng draws stepGap, each GPU's share of this tick lost to the
+	// host between training steps (fleet.go)
+	gapRng  *rand.Rand
+	stepGap []float64
 
 	ds       []dsNode
 	dev      []device
@@ -155,6 +161,7 @@ type device struct {
 	utilEWMA        float64
 	endurance       float64 // bytes
 	ageHours        float64
+	fleet           fleetNoise // healthy-fleet noise (fleet.go)
 
 	// userBytes counts the bytes user I/O moved on the device since
 	// the start (reads and writes of jobs, not copies): remediation
@@ -413,6 +420,7 @@ func (t *Twin) build() error {
 	for i := range t.dev {
 		t.dev[i].smart = newSmart(&t.dev[i])
 	}
+	t.drawFleet()
 	t.initSaturation()
 	// datasets
 	for _, d := range sc.Datasets {

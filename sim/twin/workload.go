@@ -391,6 +391,7 @@ func (t *Twin) setWants() {
 // attributes their idle time, and completes checkpoints.
 func (t *Twin) settleJobs(now float64) {
 	dt := t.dt
+	t.drawStepGaps()
 	for ji := range t.jobs {
 		j := &t.jobs[ji]
 		if j.ckOn {
@@ -440,10 +441,16 @@ func (t *Twin) settleJobs(now float64) {
 				continue
 			}
 			c := j.perGPU * j.scale * dt
+			// the host's gaps between steps (fleet.go) leave the GPU idle
+			// for gap of the tick whatever the loader holds
+			gap := 0.0
+			if c > 0 {
+				gap = t.stepGap[g]
+			}
 			// the GPU takes batches in order, one from each worker in
 			// turn, so it can use at most workers × the least any worker
 			// holds (docs/scenarios.md, step 8)
-			used := min(c, w*low)
+			used := min(c*(1-gap), w*low)
 			for i := range ws {
 				ws[i].held = max(0, ws[i].held-used/w)
 			}
@@ -457,11 +464,19 @@ func (t *Twin) settleJobs(now float64) {
 			t.busySec += busy * dt
 			j.busySec += busy * dt
 			gp.energyJ += (gpuIdleWatts + (gpuBusyWatts-gpuIdleWatts)*busy) * dt
-			idle := (1 - busy) * dt
+			// the host's gaps come with the steps the GPU ran (a GPU
+			// that ran none had none): busy × gap/(1 − gap) of the tick,
+			// the host's (no storage cause); the rest of the idle goes to
+			// what withheld the data
+			hostIdle := busy * gap / (1 - gap) * dt
+			idle := max(0, (1-busy)*dt-hostIdle)
 			if idle > 1e-12 {
 				if rest := idle - t.addStallIdle(gp, idle); rest > 1e-12 {
 					t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, rest)
 				}
+			}
+			if hostIdle > 0 {
+				t.addIdle(causeLoader, t.cliBase+slotsPerHost*int(gp.client)+slotNICRx, hostIdle)
 			}
 			capStall(gp, gp.cap-w*low, rate)
 		}
