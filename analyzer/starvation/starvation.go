@@ -725,6 +725,34 @@ func (t *topo) nodeCulprits(paths []Path) []culprit {
 // learns GPU levels (seeded from GPU.Before where given) and latencies;
 // losses are counted from the second, and a GPU's from the tick after it
 // is first seen.
+// fedLevel is the utilisation a GPU that waits for nothing shows on this
+// cluster: the median level of the proven GPUs within MinDrop/2 of the
+// highest proven level, when that is within MinDrop/2 of a whole GPU; 1
+// otherwise (no GPU proven, or every proven one held by its own loader). A
+// fed GPU reads a little under 1 (the host's gaps between steps), so
+// counting an unproven GPU's loss against a whole GPU would charge those
+// gaps to the fault; its own ceiling is unknown, its fed peers' is the best
+// estimate.
+func (a *Analyzer) fedLevel() float64 {
+	var lv []float64
+	top := math.Inf(-1)
+	for id, l := range a.level {
+		if !a.unproven[id] {
+			lv = append(lv, l)
+			top = max(top, l)
+		}
+	}
+	if len(lv) == 0 {
+		return 1
+	}
+	sort.Float64s(lv)
+	k := sort.SearchFloat64s(lv, top-a.opts.MinDrop/2)
+	if m := lv[k+(len(lv)-k)/2]; m >= 1-a.opts.MinDrop/2 {
+		return min(1, m)
+	}
+	return 1
+}
+
 func (a *Analyzer) Observe(now time.Time, in Input) error {
 	if !a.last.IsZero() && now.Before(a.last) {
 		return fmt.Errorf("cannot observe starvation tick at %s: before the previous tick %s", now.Format(time.RFC3339Nano), a.last.Format(time.RFC3339Nano))
@@ -761,6 +789,7 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		b.tick = 0
 	}
 	culprits := map[string][]culprit{}
+	fed := a.fedLevel()
 	for i, g := range gpus {
 		if !(g.Util >= 0 && g.Util <= 1.5) {
 			return fmt.Errorf("cannot use utilisation of GPU %q: %v is not a ratio", g.ID, g.Util)
@@ -784,8 +813,9 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		// has been unhealthy all along (a node behind a saturated NIC from
 		// its job's first step, an mds started during a fault with no
 		// history), never showed its level: what it does is the fault's
-		// doing, so its loss is counted against a whole GPU until its
-		// path is healthy once; from then on its level is its own.
+		// doing, so its loss is counted against what a fed GPU shows here
+		// (fedLevel; a whole GPU when none is known) until its path is
+		// healthy once; from then on its level is its own.
 		lvl, ok := a.level[g.ID]
 		if !ok {
 			// First sight: nothing to compare with yet; the level is what
@@ -806,20 +836,34 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 			if len(nodeCulprits()) == 0 {
 				delete(a.unproven, g.ID)
 			} else {
-				ref = max(lvl, 1)
+				ref = max(lvl, fed)
 			}
 		}
-		// The level follows utilisation up at once; it sinks slowly, and
-		// only while the loss is not blamed on storage or a checkpoint:
-		// an hour-long storage fault must not teach the GPU that starving
-		// is normal.
-		sink := func() {
-			if dt > 0 && g.Util < lvl {
+		// The level is the GPU's typical utilisation when nothing holds it
+		// back. It follows a rise of half MinDrop or more at once (a job
+		// ramping up, a fault's end); within that band it follows the
+		// readings both ways with LevelTau, so it settles on their mean:
+		// a GPU that never waits for data still reads a little under 1,
+		// by a different amount each sample (the host's gaps between
+		// steps), and a level that took every high reading would count
+		// that gap as loss for as long as a fault lasts. It sinks only
+		// while the loss is not blamed on storage or a checkpoint: an
+		// hour-long storage fault must not teach the GPU that starving is
+		// normal.
+		follow := func() {
+			if dt > 0 {
 				a.level[g.ID] = lvl + (g.Util-lvl)*(1-math.Exp(-dt/a.opts.LevelTau.Seconds()))
 			}
 		}
-		if g.Util > lvl {
+		sink := func() {
+			if g.Util < lvl {
+				follow()
+			}
+		}
+		if g.Util-lvl >= a.opts.MinDrop/2 {
 			a.level[g.ID] = g.Util
+		} else if g.Util > lvl {
+			follow()
 		}
 		drop := ref - g.Util
 		if dt == 0 || drop < a.opts.MinDrop {

@@ -825,3 +825,62 @@ func observe(t *testing.T, a *Analyzer, c *cluster, tick *int, n int) {
 		*tick++
 	}
 }
+
+// TestLevelIsTheMeanOfNoisyReadings: a fed GPU's utilisation varies from
+// sample to sample (the host's gaps between steps); its level is the mean
+// of those readings, not their highest, so a storage fault is charged what
+// it took from the GPU's typical utilisation. n0 reads 0.99, 0.93, … (mean
+// 0.95) for 20 minutes, then half of that behind a saturated device.
+func TestLevelIsTheMeanOfNoisyReadings(t *testing.T) {
+	a, err := New(Options{LevelTau: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	noise := []float64{0.99, 0.93, 0.96, 0.92, 0.98, 0.94, 0.95, 0.93} // mean 0.95
+	tick := 0
+	for i := range 120 {
+		c.util["n0"] = noise[i%len(noise)]
+		observe(t, a, c, &tick, 1)
+	}
+	if got := a.LostByCause(); len(got) != 0 {
+		t.Fatalf("healthy noisy readings charged %v", got)
+	}
+	dev := c.health[subj(models.SubjectDevice, "ds0/nvme1")]
+	dev.Util, dev.Latency = 0.97, 0.006
+	want := 0.0
+	for i := range 16 {
+		c.util["n0"] = 0.5 * noise[i%len(noise)]
+		want += 8 * 10 * (0.95 - c.util["n0"])
+		observe(t, a, c, &tick, 1)
+	}
+	// 16 ticks of 8 GPUs losing 0.475 of 10 s on average: 608 GPU-s; the
+	// highest reading (0.99) as the level would make it 659.
+	if got := a.LostByCause()["device:ds0/nvme1"]; math.Abs(got-want) > 0.01*want {
+		t.Errorf("device:ds0/nvme1 blamed for %.1f GPU-s; want %.1f (against the mean level 0.95): %v", got, want, a.LostByCause())
+	}
+}
+
+// TestUnprovenAgainstFedPeers: a GPU starved since first sight is counted
+// against what its fed peers show (0.98: the host's gaps keep a fed GPU
+// under 1), not against a whole GPU; with no fed peer (TestStarvedSinceFirstSight:
+// peers at 0.9) against 1.
+func TestUnprovenAgainstFedPeers(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.util[n] = 0.98
+	}
+	c.util["n0"] = 0.4
+	c.health[subj(models.SubjectDevice, "ds0/nvme1")].Util = 0.97
+	tick := 0
+	observe(t, a, c, &tick, 4)
+	// Three ticks of 8 GPUs losing 0.58 of 10 s (the first tick is
+	// first sight, when no peer is proven yet).
+	if got := a.LostByCause()["device:ds0/nvme1"]; math.Abs(got-139.2) > 1e-6 {
+		t.Errorf("unproven n0: device:ds0/nvme1 blamed for %v GPU-s; want 139.2 (against the fed peers' 0.98): %v", got, a.LostByCause())
+	}
+}
