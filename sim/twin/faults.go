@@ -163,8 +163,12 @@ func newSmart(dv *device) smartState {
 }
 
 func (t *Twin) buildFaults() error {
+	// each fault acts as graded by its intensity; the scenario keeps
+	// what it says (so --print-scenario loads back the same)
+	graded := make([]Fault, len(t.sc.Faults))
 	for i := range t.sc.Faults {
-		f := &t.sc.Faults[i]
+		graded[i] = t.sc.Faults[i].Graded()
+		f := &graded[i]
 		fs := faultState{f: f, dev: -1, ds: -1, port: -1, pool: -1, job: -1, dataset: -1, rec: -1,
 			rng: rand.New(rand.NewPCG(t.seed, faultStream+uint64(i)))}
 		p := fmt.Sprintf("faults[%d]", i)

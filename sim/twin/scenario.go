@@ -190,6 +190,9 @@ type Fault struct {
 	Factor   float64 `yaml:"factor,omitempty"`   // slow_drive, workload_shift
 	Gbps     float64 `yaml:"gbps,omitempty"`     // port_saturation
 	MBps     float64 `yaml:"mbps,omitempty"`     // capacity_pressure
+	// Intensity in (0, 1] grades the fault's effect (Graded); 0 (unset)
+	// and 1 are the fault as its other fields say.
+	Intensity float64 `yaml:"intensity,omitempty"`
 
 	// failing_drive
 	MediaErrors float64 `yaml:"media_errors,omitempty"`
@@ -606,6 +609,12 @@ func (sc *Scenario) validate() error {
 		if f.Start < 0 || (f.End != 0 && f.End <= f.Start) {
 			return fieldErr(p+".start/end", fmt.Sprintf("%s/%s", f.Start, f.End), "start must be ≥ 0 and end (if set) after start")
 		}
+		if !(f.Intensity >= 0 && f.Intensity <= 1) {
+			return fieldErr(p+".intensity", f.Intensity, "must be in (0, 1] (1 or unset: the fault as its other fields say)")
+		}
+		if f.Kind == FaultNodeLoss && f.Intensity != 0 && f.Intensity != 1 {
+			return fieldErr(p+".intensity", f.Intensity, "must be 1 for node_loss: a data server is lost or not (a slow one is slow_drive or port_saturation)")
+		}
 		switch f.Kind {
 		case FaultFailingDrive, FaultSlowDrive:
 			if f.Device == "" {
@@ -687,4 +696,38 @@ func poolOfDataset(sc *Scenario, name string) string {
 		}
 	}
 	return ""
+}
+
+// Graded returns f with its effect scaled by its Intensity i (docs/
+// scenarios.md, faults[]): a failing drive's media errors, spare drop, wear
+// rise, temperature excursion, outlier rate and speed loss × i (it still
+// fails at end); a slow drive's and a failing drive's lost speed × i; a hot
+// shard's share × i; cross traffic and fill rate × i; a workload shift's
+// change of rate × i (factor 1 + (factor − 1) · i). A lost data server
+// cannot be graded (Validate refuses it).
+func (f Fault) Graded() Fault {
+	i := f.Intensity
+	if !(i > 0 && i < 1) {
+		return f
+	}
+	switch f.Kind {
+	case FaultFailingDrive:
+		f.MediaErrors *= i
+		f.FinalSpare = 100 - (100-f.FinalSpare)*i
+		f.WearRise *= i
+		f.TempExcursC *= i
+		f.OutlierRate *= i
+		f.FinalSpeed = 1 - (1-f.FinalSpeed)*i
+	case FaultSlowDrive:
+		f.Factor = 1 - (1-f.Factor)*i
+	case FaultHotShard:
+		f.Share *= i
+	case FaultPortSaturation:
+		f.Gbps *= i
+	case FaultCapacityPressure:
+		f.MBps *= i
+	case FaultWorkloadShift:
+		f.Factor = 1 + (f.Factor-1)*i
+	}
+	return f
 }

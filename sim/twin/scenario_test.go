@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,8 @@ func TestScenarioErrorsNameFieldAndValue(t *testing.T) {
 		{"bad placement", "file_size_mb: 1000", "file_size_mb: 1000, layout: {placement: scatter}", []string{"datasets[0].layout.placement", "scatter"}},
 		{"no clients of group", "clients: gpu, dataset", "clients: cpu, dataset", []string{"workloads[0].clients", "cpu"}},
 		// fail was parsed and silently ignored once; now it is refused.
+		{"intensity above 1", "workloads:", "faults:\n  - {kind: slow_drive, device: ds00/nvme0n1, start: 1m, intensity: 1.5}\nworkloads:", []string{"faults[0].intensity", "1.5"}},
+		{"graded node loss", "workloads:", "faults:\n  - {kind: node_loss, ds: ds00, start: 1m, intensity: 0.5}\nworkloads:", []string{"faults[0].intensity", "0.5", "node_loss"}},
 		{"fail is not a field", "workloads:", "faults:\n  - {kind: failing_drive, device: ds00/nvme0n1, start: 1m, end: 2m, fail: false}\nworkloads:", []string{"faults[0].fail", "false", "not supported"}},
 	}
 	for _, c := range cases {
@@ -187,5 +190,47 @@ func TestSpareOnlineDuringCapacityPressure(t *testing.T) {
 	}
 	if u := tw.dev[sp].used; u > 1 {
 		t.Fatalf("the fault ended, yet the new device holds %.0f bytes of its fill", u)
+	}
+}
+
+// TestFaultIntensity: intensity grades what a fault does, not what the
+// scenario says: a slow drive at intensity 0.5 of factor 0.2 runs at 0.6 of
+// its speed, a hot shard at 0.4 of share 0.5 takes 0.2 of the picks, and
+// the scenario (what --print-scenario writes) keeps its fields.
+func TestFaultIntensity(t *testing.T) {
+	y := strings.Replace(ampleStorage, "workloads:", `faults:
+  - {kind: slow_drive, device: ds00/nvme0n1, start: 0s, factor: 0.2, intensity: 0.5}
+  - {kind: hot_shard, dataset: d, files: [3], share: 0.5, start: 0s, intensity: 0.4}
+workloads:`, 1)
+	sc, err := ParseScenario(strings.NewReader(y), "case")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := New(sc, 1, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw.Run(2)
+	if h := tw.dev[tw.findDevice("ds00/nvme0n1")].health; math.Abs(h-0.6) > 1e-12 {
+		t.Errorf("slow drive at intensity 0.5 of factor 0.2: speed %v; want 0.6", h)
+	}
+	hot := 0
+	for _, j := range tw.jobs {
+		for _, h := range j.hot {
+			hot++
+			if math.Abs(h.share-0.2) > 1e-12 {
+				t.Errorf("hot shard at intensity 0.4 of share 0.5: share %v; want 0.2", h.share)
+			}
+		}
+	}
+	if hot == 0 {
+		t.Errorf("the hot shard never took effect")
+	}
+	if f := sc.Faults[0]; f.Factor != 0.2 || f.Intensity != 0.5 || sc.Faults[1].Share != 0.5 {
+		t.Errorf("the scenario changed: %+v, %+v", f, sc.Faults[1])
+	}
+	g := Fault{Kind: FaultWorkloadShift, Factor: 3, Intensity: 0.25}.Graded()
+	if g.Factor != 1.5 {
+		t.Errorf("workload shift ×3 at intensity 0.25: factor %v; want 1.5", g.Factor)
 	}
 }
