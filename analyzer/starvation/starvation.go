@@ -20,10 +20,11 @@
 //     right (down, saturated, hot) or have such descendants, so a device
 //     saturated by one hot stripe blames the stripe, and a slow DS with one
 //     saturated drive blames the drive;
-//   - a subject that is only slow under a parent that is down, saturated or
-//     hot is explained by the parent (DSs behind a saturated port blame the
-//     port); under a merely slow parent it is the cause (a degraded drive
-//     slows its DS's aggregate latency, and blames the drive).
+//   - a subject that is only slow under a parent that is down or saturated
+//     is explained by the parent (DSs behind a saturated port blame the
+//     port); under a merely slow or hot parent it is the cause (a degraded
+//     drive slows its DS's aggregate latency, and blames the drive; a DS
+//     hot because one drive serves a hot shard blames the drive).
 //
 // A GPU whose job is in a checkpoint burst is blamed on the checkpoint pause
 // (the job subject) before storage is considered, and so is one whose job
@@ -498,10 +499,15 @@ func (t *topo) responsible(s models.Subject, onPath map[models.Subject]bool, dep
 	}
 	var culprits []models.Subject
 	for c := range t.branches(s, onPath) {
-		// A merely slow child of a parent that is down, saturated or hot is
-		// explained by it; under a healthy or merely slow parent (whose
-		// latency is its children's) the slow child is the cause.
-		if t.badBelow(c, depth+1) || (!st.intrinsic() && t.state[c] != healthy) {
+		// A merely slow child of a parent that is down or saturated is
+		// explained by it; under a healthy, merely slow or hot parent the
+		// slow child is the cause: a hot parent (busier than its peers,
+		// not at its limit) slows nothing by itself, and when only a few
+		// of its children are slow (most would make it the common cause,
+		// above) its heat is theirs — a DS hot because one of its drives
+		// serves a hot shard, whose hotspot finding can come a tick
+		// before the drive's.
+		if t.badBelow(c, depth+1) || (st&(saturated|down) == 0 && t.state[c] != healthy) {
 			culprits = append(culprits, c)
 		}
 	}

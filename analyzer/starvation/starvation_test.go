@@ -884,3 +884,28 @@ func TestUnprovenAgainstFedPeers(t *testing.T) {
 		t.Errorf("unproven n0: device:ds0/nvme1 blamed for %v GPU-s; want 139.2 (against the fed peers' 0.98): %v", got, a.LostByCause())
 	}
 }
+
+// TestHotDSBlamesItsSlowDrive: ds0 is flagged hot (its hotspot finding came
+// a tick before its drive's) while one of its four drives is slow, not yet
+// saturated or hot: the drive is the cause; a hot DS slows nothing by
+// itself.
+func TestHotDSBlamesItsSlowDrive(t *testing.T) {
+	a, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster()
+	tick := 0
+	observe(t, a, c, &tick, 3)
+	ds := c.health[subj(models.SubjectDS, "ds0")]
+	ds.Hot, ds.Latency = true, 0.0025
+	dev := c.health[subj(models.SubjectDevice, "ds0/nvme1")]
+	dev.Util, dev.Latency = 0.7, 0.006
+	c.util["n0"] = 0.5
+	observe(t, a, c, &tick, 3)
+	lost := a.LostByCause()
+	// Three ticks of 8 GPUs losing 0.4 of 10 s.
+	if got := lost["device:ds0/nvme1"]; math.Abs(got-96) > 1e-6 || len(lost) != 1 {
+		t.Errorf("hot ds0 with slow ds0/nvme1: lost %v; want 96 GPU-s on device:ds0/nvme1 only", lost)
+	}
+}
