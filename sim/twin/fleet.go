@@ -99,6 +99,9 @@ type fleetNoise struct {
 	errLogPerS float64    // background error-log entries per second
 	nextErrLog float64    // simulated second of the next background entry
 	rng        *rand.Rand // the drive's own source for its entries; nil when the rate is 0
+	// latNoise multiplies the drive's latency this tick: jitter, and a
+	// housekeeping slowdown of stallBy until stallUntil (simulated second)
+	latNoise, stallBy, stallUntil float64
 }
 
 // drawFleet gives every drive the health history of a real healthy drive
@@ -169,5 +172,49 @@ func (t *Twin) drawStepGaps() {
 	}
 	for i := range t.stepGap {
 		t.stepGap[i] = min(stepGapMax, math.Abs(t.gapRng.NormFloat64())*stepGapSigma)
+	}
+}
+
+// Latency noise of healthy drives (docs/scenarios.md, "Healthy drives"):
+// a drive's mean latency over a second is never the same twice (the mix of
+// its requests, its internal parallelism, background media scans), and now
+// and then the drive's own housekeeping (garbage collection, wear
+// levelling, a media scan) slows it for a few seconds. Every tick each
+// drive's latency is multiplied by exp(N(0, latJitterSigma)); a drive
+// starts a housekeeping slowdown with probability latStallPerS per second,
+// lasting latStallMinS–latStallMaxS at latStallMin–latStallMax × its
+// latency. The sizes are assumptions, not measurements.
+const (
+	latJitterSigma = 0.05
+	latStallPerS   = 1.0 / 3600
+	latStallMinS   = 1.0
+	latStallMaxS   = 4.0
+	latStallMin    = 1.5
+	latStallMax    = 3.0
+)
+
+// latStream is the second word of the PCG source of the drives' latency
+// noise, apart from every other source.
+const latStream = 0x6c61746e6f697365
+
+// drawLatencyNoise sets every drive's latency noise for the tick at now,
+// drawn in drive order whether the drive is up or not, so the draws depend
+// only on the seed, the topology and the tick.
+func (t *Twin) drawLatencyNoise(now float64) {
+	if t.latRng == nil {
+		t.latRng = rand.New(rand.NewPCG(t.seed, latStream))
+	}
+	r := t.latRng
+	for d := range t.dev {
+		f := &t.dev[d].fleet
+		j := math.Exp(r.NormFloat64() * latJitterSigma)
+		if now >= f.stallUntil && r.Float64() < latStallPerS*t.dt {
+			f.stallUntil = now + latStallMinS + (latStallMaxS-latStallMinS)*r.Float64()
+			f.stallBy = latStallMin + (latStallMax-latStallMin)*r.Float64()
+		}
+		if now < f.stallUntil {
+			j *= f.stallBy
+		}
+		f.latNoise = j
 	}
 }

@@ -108,3 +108,41 @@ func TestStepGapsAreTheHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestDriveLatencyNoise: every drive's latency jitters by about 5 % a tick,
+// and about once a drive-hour a drive slows 1.5–3× for 1–4 s.
+func TestDriveLatencyNoise(t *testing.T) {
+	tw := build(t, fleetScenario)
+	var sum, sq float64
+	n, stalls := 0, 0
+	inStall := make([]bool, len(tw.dev))
+	for tick := 0; tick < 7200; tick++ {
+		tw.drawLatencyNoise(float64(tick))
+		for d := range tw.dev {
+			f := &tw.dev[d].fleet
+			on := float64(tick) < f.stallUntil
+			if on && !inStall[d] {
+				stalls++
+				if f.stallBy < 1.5 || f.stallBy > 3 || f.stallUntil-float64(tick) > 4 {
+					t.Fatalf("drive %d: slowdown ×%v until %v at %d", d, f.stallBy, f.stallUntil, tick)
+				}
+			}
+			inStall[d] = on
+			if !on {
+				l := math.Log(f.latNoise)
+				sum += l
+				sq += l * l
+				n++
+			}
+		}
+	}
+	mean := sum / float64(n)
+	sd := math.Sqrt(sq/float64(n) - mean*mean)
+	if math.Abs(mean) > 0.002 || sd < 0.045 || sd > 0.055 {
+		t.Errorf("log latency jitter %.4f ± %.4f; want 0 ± 0.05", mean, sd)
+	}
+	// 192 drives for 2 h at one an hour: 384 (Poisson, sd 20)
+	if stalls < 300 || stalls > 470 {
+		t.Errorf("%d slowdowns in 384 drive-hours; want about 384", stalls)
+	}
+}

@@ -102,12 +102,13 @@ func (t *Twin) prepDevices() {
 	}
 	for d := range t.dev {
 		dv := &t.dev[d]
-		m := dv.qmul * dv.outlier
+		o := dv.outlier * dv.fleet.latNoise
+		m := dv.qmul * o
 		h := max(dv.health, 0.01)
 		t.dtk[d] = devTick{
 			avail: t.devAvailable(int32(d)),
-			rBase: dv.readLat * dv.outlier, rPer: m / (dv.readBW * h),
-			wBase: dv.writeLat * dv.outlier, wPer: m / (dv.writeBW * h),
+			rBase: dv.readLat * o, rPer: m / (dv.readBW * h),
+			wBase: dv.writeLat * o, wPer: m / (dv.writeBW * h),
 			rInv: 1 / dv.readBW, wInv: 1 / dv.writeBW, rOver: dv.readOver, wOver: dv.writeOver,
 		}
 	}
@@ -147,6 +148,7 @@ func b2i(b bool) int {
 func (t *Twin) Step() {
 	now := float64(t.tick) * t.dt
 	t.runFaults(now)
+	t.drawLatencyNoise(now)
 	t.prepDevices()
 	t.scheduleJobs(now)
 	t.setWants()
@@ -651,7 +653,7 @@ func (t *Twin) settleFlows(now float64) {
 				}
 				if p.net >= 0 && t.rq[p.net] >= 2 {
 					t.noteLoss(st, part, t.causeOfRes(p.net), p.net)
-				} else if p.dev >= 0 && t.dev[p.dev].qmul*t.dev[p.dev].outlier >= 2 {
+				} else if p.dev >= 0 && t.dev[p.dev].qmul*t.dev[p.dev].outlier*t.dev[p.dev].fleet.latNoise >= 2 {
 					t.noteLoss(st, part, causeDevice, p.dev)
 				} else if !f.write {
 					t.noteLoss(st, part, causeReadAhead, int32(t.cliBase+slotsPerHost*int(st.client)+slotNICRx))

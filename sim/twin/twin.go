@@ -46,6 +46,8 @@ type Twin struct {
 	// host between training steps (fleet.go)
 	gapRng  *rand.Rand
 	stepGap []float64
+	// latRng draws the drives' latency noise (fleet.go)
+	latRng *rand.Rand
 
 	ds       []dsNode
 	dev      []device
