@@ -795,7 +795,10 @@ func (a *Analyzer) Observe(now time.Time, in Input) error {
 		b.tick = 0
 	}
 	culprits := map[string][]culprit{}
-	fed := a.fedLevel()
+	fed := 1.0 // only unproven GPUs, known before this tick, use it
+	if len(a.unproven) > 0 {
+		fed = a.fedLevel()
+	}
 	for i, g := range gpus {
 		if !(g.Util >= 0 && g.Util <= 1.5) {
 			return fmt.Errorf("cannot use utilisation of GPU %q: %v is not a ratio", g.ID, g.Util)

@@ -105,8 +105,13 @@ type fleetNoise struct {
 }
 
 // drawFleet gives every drive the health history of a real healthy drive
-// and the fleet its ambient phase. Called once, after newSmart.
+// and the fleet its ambient phase, and sets up the sources of the GPUs'
+// step gaps and the drives' latency noise. Called once, after newSmart
+// (the devices and GPUs exist).
 func (t *Twin) drawFleet() {
+	t.gapRng = rand.New(rand.NewPCG(t.seed, gapStream))
+	t.stepGap = make([]float64, len(t.gpus))
+	t.latRng = rand.New(rand.NewPCG(t.seed, latStream))
 	rng := rand.New(rand.NewPCG(t.seed, fleetStream))
 	t.ambientPhase = 2 * math.Pi * rng.Float64()
 	for d := range t.dev {
@@ -166,10 +171,6 @@ const gapStream = 0x73746570676170
 // whether its job runs or not, so the draws depend only on the seed and
 // the tick.
 func (t *Twin) drawStepGaps() {
-	if t.gapRng == nil {
-		t.gapRng = rand.New(rand.NewPCG(t.seed, gapStream))
-		t.stepGap = make([]float64, len(t.gpus))
-	}
 	for i := range t.stepGap {
 		t.stepGap[i] = min(stepGapMax, math.Abs(t.gapRng.NormFloat64())*stepGapSigma)
 	}
@@ -201,9 +202,6 @@ const latStream = 0x6c61746e6f697365
 // drawn in drive order whether the drive is up or not, so the draws depend
 // only on the seed, the topology and the tick.
 func (t *Twin) drawLatencyNoise(now float64) {
-	if t.latRng == nil {
-		t.latRng = rand.New(rand.NewPCG(t.seed, latStream))
-	}
 	r := t.latRng
 	for d := range t.dev {
 		f := &t.dev[d].fleet
