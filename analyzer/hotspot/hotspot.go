@@ -472,7 +472,7 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 		for m := range numMetrics {
 			d.vals = d.vals[:0]
 			for _, i := range idx {
-				if v := loads[i].Values[m]; v >= 0 {
+				if v := loads[i].Values[m]; v >= 0 && !d.notWriting(Metric(m), v) {
 					d.vals = append(d.vals, v)
 				}
 			}
@@ -526,6 +526,21 @@ func (d *Detector) observeLoads(now time.Time, loads []Load) {
 			}
 		}
 	}
+}
+
+// notWriting reports whether v of write measure m is too little for its
+// subject to count among the peers that write: a subject below the
+// measure's floor (Options.Floors) is no peer for that measure. Writes go
+// to the components of the files being written, not spread over a pool
+// as reads of a dataset are: a checkpoint writes its ranks' files on some
+// drives of a pool at hundreds of MB/s, while the others take only what
+// the nodes' logs and small files trickle in (tens of KB/s) or nothing.
+// Against that trickle every drive of the checkpoint is thousands of
+// times its peers' median; a peer that writes nothing was already no
+// peer (the caller leaves the measure unknown), and one that writes
+// below the floor, where nothing counts as hot, is no more of one.
+func (d *Detector) notWriting(m Metric, v float64) bool {
+	return m.isWrite() && v < d.opts.Floors[m]
 }
 
 // judge says whether value v enters or stays hot against a median and MAD

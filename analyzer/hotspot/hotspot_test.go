@@ -335,3 +335,40 @@ func TestNetworkPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestWritesAgainstWritingPeers: a checkpoint writes 4 of the 20 devices
+// at 800 MB/s while the other 16 take a log trickle (50 KB/s, one write
+// per 5 s); nothing is hot, since the trickle is no writing peer. Among 20
+// devices that all take 100 MB/s of writes, one at 1 GB/s is hot.
+func TestWritesAgainstWritingPeers(t *testing.T) {
+	run := func(write func(ds, dev int) (ops, bytes float64)) []models.Finding {
+		d, _ := New(Options{})
+		sc := scenario{ticks: 12, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
+			for ds := range 4 {
+				for dev := range 5 {
+					l := findLoad(loads, devID(ds, dev))
+					l.Values[WriteIOPS], l.Values[WriteBytesPerSec] = write(ds, dev)
+				}
+			}
+			return stripes
+		}}
+		return sorted(sc.run(t, d))
+	}
+	for _, f := range run(func(ds, dev int) (float64, float64) {
+		if ds == 0 && dev < 4 {
+			return 800, 800e6
+		}
+		return 0.2, 50e3
+	}) {
+		t.Errorf("checkpoint beside a log trickle: unexpected finding %s: %s", f.ID, f.Summary)
+	}
+	fs := run(func(ds, dev int) (float64, float64) {
+		if ds == 2 && dev == 3 {
+			return 1000, 1e9
+		}
+		return 100, 100e6
+	})
+	if len(fs) != 1 || fs[0].Subject.ID != devID(2, 3) {
+		t.Errorf("one device writing 10× its writing peers: got %v; want one finding on %s", fs, devID(2, 3))
+	}
+}

@@ -233,7 +233,9 @@ func (h *hotspotStage) Run(ctx context.Context, now time.Time) ([]models.Finding
 		// compared with the same direction: reads with reads (while half
 		// the group serves reads), writes with the writes of the peers
 		// that write (zero is unknown, not an idle peer: a checkpoint
-		// writes some devices of a pool and none of the others), so a
+		// writes some devices of a pool and none of the others; the
+		// detector leaves out, alike, peers that write less than its
+		// floor, such as the trickle of the nodes' logs), so a
 		// checkpoint into one tier never makes its devices hot against
 		// another tier's readers.
 		ld := hotspot.NewLoad(l.subject, l.pool)
