@@ -147,10 +147,14 @@ func (t *Twin) queueMove(s, dst int32, id string) error {
 	return nil
 }
 
+// fileBeingWritten reports whether a checkpoint is being written to f. A
+// log file is appended a few KB/s for as long as its job runs; a mover
+// copies it as it does any file (the bytes appended meanwhile go with it,
+// mover.go), so it is never busy.
 func (t *Twin) fileBeingWritten(f int32) bool {
 	for i := range t.streams {
 		st := &t.streams[i]
-		if st.kind == streamWrite && st.active && st.file == f {
+		if st.kind == streamWrite && !st.bg && st.active && st.file == f {
 			return true
 		}
 	}

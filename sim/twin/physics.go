@@ -724,7 +724,7 @@ func (t *Twin) settleFlows(now float64) {
 		if st.kind == streamSeqRead {
 			st.pos = t.files[st.file].size
 		}
-		if st.kind == streamWrite {
+		if st.kind == streamWrite && !st.bg {
 			j := &t.jobs[st.job]
 			if j.ckOn && j.ckFailed == "" {
 				j.ckFailed = "io_error"

@@ -132,6 +132,13 @@ type Workload struct {
 	Workers        int         `yaml:"workers,omitempty"`
 	ReadKB         float64     `yaml:"read_kb,omitempty"`
 	Checkpoint     *Checkpoint `yaml:"checkpoint,omitempty"`
+	// LogKBps is what each node of the job appends to its own log file,
+	// KB/s (stdout of its ranks, metrics and event files); nil is the
+	// default (DefaultLogKBps), 0 none. LogFlush is how often the node's
+	// NFS client writes the dirty pages back (the kernel's writeback
+	// interval).
+	LogKBps  *float64      `yaml:"log_kbps,omitempty"`
+	LogFlush time.Duration `yaml:"log_flush,omitempty"`
 
 	// inference and analytics
 	Streams     int     `yaml:"streams,omitempty"`
@@ -139,6 +146,10 @@ type Workload struct {
 	RateMBps    float64 `yaml:"rate_mbps,omitempty"`
 	HotFraction float64 `yaml:"hot_fraction,omitempty"`
 }
+
+// DefaultLogKBps is what a training node appends to its logs when the
+// scenario does not say (docs/scenarios.md, step 2).
+const DefaultLogKBps = 16
 
 // Checkpoint is the periodic checkpoint of a training job.
 type Checkpoint struct {
@@ -345,6 +356,15 @@ func (sc *Scenario) applyDefaults() {
 			defF(&w.ReadKB, 1024)
 		default:
 			defF(&w.ReadKB, 256)
+		}
+		if w.Kind == KindTraining {
+			if w.LogKBps == nil {
+				v := float64(DefaultLogKBps)
+				w.LogKBps = &v
+			}
+			if w.LogFlush == 0 {
+				w.LogFlush = 5 * time.Second
+			}
 		}
 		if c := w.Checkpoint; c != nil {
 			defS(&c.Mode, ModeSync)
@@ -560,6 +580,12 @@ func (sc *Scenario) validate() error {
 			if !(w.PrefetchMB > 0) {
 				return fieldErr(p+".prefetch_mb", w.PrefetchMB, "must be positive")
 			}
+			if v := *w.LogKBps; !(v >= 0 && v <= 1e6) {
+				return fieldErr(p+".log_kbps", v, "must be between 0 (no logs) and 1e6 KB/s")
+			}
+			if w.LogFlush < sc.Tick || w.LogFlush > 10*time.Minute {
+				return fieldErr(p+".log_flush", w.LogFlush, "must be between one tick and 10m")
+			}
 			if c := w.Checkpoint; c != nil {
 				cp := p + ".checkpoint"
 				if !(c.SizeGB > 0) {
@@ -596,6 +622,9 @@ func (sc *Scenario) validate() error {
 		case KindInference, KindAnalytics:
 			if w.Checkpoint != nil {
 				return fieldErr(p+".checkpoint", "set", "only training jobs checkpoint")
+			}
+			if w.LogKBps != nil || w.LogFlush != 0 {
+				return fieldErr(p+".log_kbps/log_flush", "set", "only training jobs' logs are modelled")
 			}
 		default:
 			return fieldErr(p+".kind", fmt.Sprintf("%q", w.Kind), "must be training, inference or analytics")

@@ -453,6 +453,7 @@ func (t *Twin) build() error {
 	if err := t.buildFaults(); err != nil {
 		return err
 	}
+	t.buildLogs(poolIdx)
 	t.throttle = sc.Migration.ThrottleMBps * 1e6
 	t.recIdx = make([]int32, len(t.cli)*len(t.stripes))
 	for i := range t.recIdx {

@@ -49,6 +49,10 @@ type stream struct {
 	errDown  bool  // the error is a hang on a lost data server
 	errTicks int32 // consecutive ticks with errors
 
+	// bg marks a training node's log writer (logs.go): a write stream
+	// that is no checkpoint's
+	bg bool
+
 	// held is what a data-loader worker delivered that its GPU has not
 	// consumed yet: its prefetched batches, at most its share of the
 	// GPU's prefetch queue and of a tick's consumption (setWants,
@@ -85,6 +89,13 @@ type job struct {
 	ckWriter int32 // first writer stream
 	ckFailed string
 
+	// the job's log writers (logs.go), one per node from logWriter on:
+	// bytes each has appended and not yet written back, and the
+	// simulated second of its next writeback
+	logWriter  int32
+	logPending []float64
+	logNext    []float64
+
 	// GPU-seconds of the job's GPUs (remediation scoring): allocated,
 	// busy, and paused for a synchronous checkpoint
 	allocSec, busySec, pauseSec float64
@@ -94,7 +105,7 @@ func (t *Twin) buildJobs(poolIdx map[string]int32) error {
 	sc := t.sc
 	for ji := range sc.Workloads {
 		w := &sc.Workloads[ji]
-		j := job{w: w, kind: w.Kind, scale: 1, phaseRec: -1, ckRec: -1, ckWriter: -1}
+		j := job{w: w, kind: w.Kind, scale: 1, phaseRec: -1, ckRec: -1, ckWriter: -1, logWriter: -1}
 		for di := range t.datasets {
 			if t.datasets[di].name == w.Dataset {
 				j.dataset = int32(di)
@@ -203,6 +214,7 @@ func (t *Twin) scheduleJobs(now float64) {
 			for s := j.first; s < j.first+j.nRead; s++ {
 				t.streams[s].active = false
 			}
+			t.stopLogs(j)
 		}
 		if j.ck != nil && j.active && !j.ckOn && now >= j.ckNext {
 			t.startCheckpoint(ji, now)
@@ -384,6 +396,7 @@ func (t *Twin) setWants() {
 				st.want = max(0, t.files[st.file].size-st.pos)
 			}
 		}
+		t.logWants(j)
 	}
 }
 
@@ -409,6 +422,7 @@ func (t *Twin) settleJobs(now float64) {
 		if j.kind != KindTraining {
 			continue
 		}
+		t.settleLogs(j)
 		paused := j.paused()
 		for k, g := range j.gpus {
 			gp := &t.gpus[g]
