@@ -865,33 +865,3 @@ func TestStarvationHotOnlyWhileHot(t *testing.T) {
 		t.Errorf("not-storage %v GPU-s; want just under 40 (the two ticks after ds00 cooled): %v", got, lost)
 	}
 }
-
-// TestBookMinutes: a tick's charge covers the interval around the reading
-// it came from, split over the minutes it spans.
-func TestBookMinutes(t *testing.T) {
-	m0 := time.Date(2026, 11, 22, 0, 12, 0, 0, time.UTC)
-	got := map[time.Time]map[string]float64{}
-	bookMinutes(got, "ds:ds00", 10, m0.Add(time.Minute), 10*time.Second)   // [12:55, 13:05)
-	bookMinutes(got, "ds:ds00", 8, m0.Add(30*time.Second), 10*time.Second) // [12:25, 12:35)
-	bookMinutes(got, "ds:ds01", 3, m0.Add(time.Minute), 0)                 // first tick: its instant
-	bookMinutes(got, "ds:ds02", 6, m0.Add(2*time.Minute), 3*time.Minute)   // [12:30, 15:30)
-	want := map[time.Time]map[string]float64{
-		m0:                      {"ds:ds00": 5 + 8, "ds:ds02": 1},
-		m0.Add(time.Minute):     {"ds:ds00": 5, "ds:ds01": 3, "ds:ds02": 2},
-		m0.Add(2 * time.Minute): {"ds:ds02": 2},
-		m0.Add(3 * time.Minute): {"ds:ds02": 1},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("minutes: got %v; want %v", got, want)
-	}
-	for m, w := range want {
-		for c, v := range w {
-			if math.Abs(got[m][c]-v) > 1e-9 {
-				t.Errorf("%s %s: got %v; want %v", m.Format("15:04"), c, got[m][c], v)
-			}
-		}
-		if len(got[m]) != len(w) {
-			t.Errorf("%s: got %v; want %v", m.Format("15:04"), got[m], w)
-		}
-	}
-}

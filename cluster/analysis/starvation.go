@@ -164,14 +164,13 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 // A GPU's job is its node's client group, the subject the checkpoint
 // stage uses.
 type starvationStage struct {
-	a         *Analysis
-	an        *starvation.Analyzer
-	prev      map[string]float64
-	mu        sync.Mutex
-	minutes   map[time.Time]map[string]float64
-	lastBlame time.Time
-	parents   map[models.Subject]models.Subject // device → DS
-	latency   map[models.Subject]float64        // smoothed read latency
+	a       *Analysis
+	an      *starvation.Analyzer
+	prev    map[string]float64
+	mu      sync.Mutex
+	minutes map[time.Time]map[string]float64
+	parents map[models.Subject]models.Subject // device → DS
+	latency map[models.Subject]float64        // smoothed read latency
 	// latAvg is what latency is averaged from (latencyAvg.add).
 	latAvg map[models.Subject]latencyAvg
 	// clientLat is each client's smoothed read latency against the other
@@ -542,59 +541,21 @@ type BlameRecord struct {
 }
 
 // recordBlame books what the analyzer charged since the previous tick to
-// the minutes of the interval the tick's readings describe (bookMinutes).
+// the minute the tick's interval belongs to.
 func (s *starvationStage) recordBlame(now time.Time) {
+	minute := now.Add(-time.Nanosecond).Truncate(time.Minute)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dt := time.Duration(0)
-	if !s.lastBlame.IsZero() {
-		dt = now.Sub(s.lastBlame)
-	}
-	s.lastBlame = now
 	for k, v := range s.an.LostByCause() {
 		if d := v - s.prev[k]; d > 0 {
-			bookMinutes(s.minutes, k, d, now, dt)
+			m := s.minutes[minute]
+			if m == nil {
+				m = map[string]float64{}
+				s.minutes[minute] = m
+			}
+			m[k] += d
 		}
 		s.prev[k] = v
-	}
-}
-
-// bookMinutes adds d GPU-seconds charged to cause at a tick at now, dt
-// after the previous one, to the minutes of [now − dt/2, now + dt/2) in
-// proportion to their overlap. The utilisation the charge comes from is
-// the GPU's last second at the tick (NVML's DCGM_FI_DEV_GPU_UTIL averages
-// at most a second), a sample of the interval around it, not of the
-// interval before it: booking the charge to (now − dt, now] would put
-// every episode half a scrape interval early, and an episode that ends
-// or starts near a minute's edge partly in the wrong minute. In the
-// simulated pipeline a tick reads the scrape of that instant; in a real
-// mds the sample is up to a scrape interval older, which these records —
-// the evaluation's, not a user's — do not need to know.
-func bookMinutes(minutes map[time.Time]map[string]float64, cause string, d float64, now time.Time, dt time.Duration) {
-	from, to := now.Add(-dt/2), now.Add(dt-dt/2)
-	for m := from.Truncate(time.Minute); ; m = m.Add(time.Minute) {
-		part := d
-		if dt > 0 {
-			lo, hi := from, to
-			if m.After(lo) {
-				lo = m
-			}
-			if end := m.Add(time.Minute); end.Before(hi) {
-				hi = end
-			}
-			part = d * float64(hi.Sub(lo)) / float64(dt)
-		}
-		if part > 0 {
-			mm := minutes[m]
-			if mm == nil {
-				mm = map[string]float64{}
-				minutes[m] = mm
-			}
-			mm[cause] += part
-		}
-		if dt == 0 || !m.Add(time.Minute).Before(to) {
-			return
-		}
 	}
 }
 
