@@ -75,8 +75,9 @@ type GPU struct {
 	Job  string  // job it runs, "" when none
 	Util float64 // 0..1
 	// Before is the GPU's utilisation level from before the analyzer
-	// first saw it — its highest utilisation over the LevelTau before,
-	// read from stored history — or 0 (or NaN) when unknown. It is read
+	// first saw it — over the LevelTau before, the median of its
+	// readings within MinDrop/2 of its highest, read from stored history
+	// — or 0 (or NaN) when unknown. It is read
 	// only at that first sight, where it seeds the level (the larger of
 	// it and Util): an analyzer started while GPUs already starve (an
 	// mds restart, a failover) would otherwise take the starved

@@ -684,9 +684,13 @@ func TestStarvationBlamesASaturatedClientNIC(t *testing.T) {
 // utilisation.
 func TestStarvationLevelFromHistory(t *testing.T) {
 	tick := threeNodesOnDS00()
-	hq := gpuHistoryQuery(30 * time.Minute)
-	if !strings.Contains(hq, "[1800s]") {
-		t.Errorf("history query %q; want the analyzer's LevelTau, 30 min", hq)
+	probe, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hq := probe.st.historyQuery()
+	if want := "[1800s:15s]"; !strings.Contains(hq, want) || !strings.Contains(hq, "[1800s] @ end()") || !strings.Contains(hq, "- 0.05") {
+		t.Errorf("history query %q; want the analyzer's LevelTau (30 min) sampled every scrape (15 s), its band MinDrop/2 (0.05) under the highest", hq)
 	}
 	query := func(a *Analysis) exprQuerier {
 		q := nicsAt(a, map[string]float64{"gpu00": 0.98, "gpu01": 0.32, "gpu02": 0.32})
@@ -762,7 +766,7 @@ func TestStarvationNICBoundFromTheFirstTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hq := gpuHistoryQuery(30 * time.Minute)
+	hq := a.st.historyQuery()
 	q := nicsAt(a, map[string]float64{"gpu00": 0.98, "gpu01": 0.32})
 	for node, u := range map[string]float64{"gpu00": 0.43, "gpu01": 0.5} {
 		for g := range 4 {

@@ -70,10 +70,22 @@ func (l latencyAvg) add(ok bool, lat, n, dt, w float64) latencyAvg {
 // gpuQuery reads every GPU's DCGM utilisation.
 const gpuQuery = `last_over_time(ballast_gpu_utilization_ratio[30s]) keep_metric_names`
 
-// gpuHistoryQuery reads every GPU's highest utilisation over window: the
-// level a GPU had reached before the stage first saw it (GPU.Before).
-func gpuHistoryQuery(window time.Duration) string {
-	return fmt.Sprintf(`max_over_time(ballast_gpu_utilization_ratio[%ds]) keep_metric_names`, int(window.Seconds()))
+// gpuHistoryQuery reads every GPU's level over window, sampled every
+// step: the median of its readings within band of its highest reading in
+// the window, the level a GPU had reached before the stage first saw it
+// (GPU.Before). Not the highest reading itself: a fed GPU reads a little
+// under 1 by a different amount each sample (the host's gaps between
+// steps), so its highest reading over half an hour is above its level
+// (1 − |N(0, 0.02)| per reading: max ≈ 1.000 against a mean of 0.984 and
+// a median of 0.986), and an mds started during a fault would charge that
+// difference for as long as the fault lasts. The band is the one the
+// analyzer's level follows readings in (MinDrop/2) and fedLevel takes its
+// median from, so a GPU fed for part of the window and starved since
+// gets the level of its fed readings, whichever share of the window they
+// are.
+func gpuHistoryQuery(window, step time.Duration, band float64) string {
+	w, st := int(window.Seconds()), max(1, int(step.Seconds()))
+	return fmt.Sprintf(`quantile_over_time(0.5, (ballast_gpu_utilization_ratio >= on(node, gpu) group_left() (max by (node, gpu) (max_over_time(ballast_gpu_utilization_ratio[%ds] @ end())) - %g))[%ds:%ds]) keep_metric_names`, w, band, w, st)
 }
 
 // nicSpeedQuery reads each agent's NIC link speeds (bytes/s); a link
@@ -148,8 +160,8 @@ func (s *starvationStage) nicUtil(ctx context.Context, now time.Time) (nicUtils,
 }
 
 // starvationStage feeds analyzer/starvation: GPU utilisation from DCGM
-// (and, at the first sight of a GPU, its highest utilisation in the store
-// over LevelTau: before),
+// (and, at the first sight of a GPU, its level in the store over
+// LevelTau: before),
 // each node's read paths from the tick's stripe deltas (the analyzer
 // remembers them while a node goes quiet), the health of stripes, devices
 // and DSs from the tick's LAYOUTSTATS sums (latency), a DS's NIC
@@ -379,9 +391,16 @@ func (s *starvationStage) Run(ctx context.Context, now time.Time) ([]models.Find
 	return s.an.Findings(now), nil
 }
 
+// historyQuery is gpuHistoryQuery with the analyzer's LevelTau and
+// MinDrop/2, sampled at the scrape interval.
+func (s *starvationStage) historyQuery() string {
+	o := s.an.Options()
+	return gpuHistoryQuery(o.LevelTau, s.a.opts.ScrapeInterval, o.MinDrop/2)
+}
+
 // before sets GPU.Before of the GPUs the analyzer has not had yet — all
-// of them at the mds's first tick — to their highest utilisation in the
-// store over the analyzer's LevelTau, one query for all. An mds that
+// of them at the mds's first tick — to their level in the store over the
+// analyzer's LevelTau (gpuHistoryQuery), one query for all. An mds that
 // starts (or restarts, or takes over as leader) while GPUs already starve
 // then counts their loss against the level they had, as one that had been
 // running would. A failed query is logged once and leaves Before unknown.
@@ -396,7 +415,7 @@ func (s *starvationStage) before(ctx context.Context, now time.Time, gpus []star
 	if !fresh {
 		return
 	}
-	q := gpuHistoryQuery(s.an.Options().LevelTau)
+	q := s.historyQuery()
 	series, err := s.a.q.Query(ctx, q, now)
 	if err != nil {
 		if !s.historyFailing {
