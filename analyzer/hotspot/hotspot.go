@@ -572,14 +572,18 @@ func (d *Detector) remember(key string, best last, l *Load) {
 func (d *Detector) observeStripeCandidates(now time.Time) {
 	// Reads are compared with reads and writes with writes: a checkpoint
 	// writes its stripes at hundreds of MB/s each while the dataset's
-	// stripes are read at a few, and that is not a hotspot.
+	// stripes are read at a few, and that is not a hotspot. A stripe
+	// written below the bytes floor (a node's log file taking KB/s) is no
+	// peer of the stripes a checkpoint writes, as notWriting says for
+	// devices: beside such a trickle every checkpoint stripe would be
+	// thousands of times the median.
 	var med, mad [2]float64
 	var ok [2]bool
 	for dir := range 2 {
 		d.vals = d.vals[:0]
 		for _, ts := range d.tick {
-			if ts.rate[dir] > 0 {
-				d.vals = append(d.vals, ts.rate[dir])
+			if r := ts.rate[dir]; r > 0 && (dir == 0 || r >= d.opts.Floors[WriteBytesPerSec]) {
+				d.vals = append(d.vals, r)
 			}
 		}
 		if len(d.vals) >= d.opts.MinPeers {

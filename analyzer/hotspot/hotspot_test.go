@@ -245,6 +245,54 @@ func TestNotHotspots(t *testing.T) {
 	}
 }
 
+// TestCheckpointStripesBesideLogs: every device also holds a node's log
+// file, written at 16 KB/s (a training job's logs, as the twin writes them).
+// Eight checkpoint stripes written at 400 MB/s each are not hot against
+// that trickle (a log stripe is no writing peer), and one checkpoint stripe
+// written at 10× the other seven still is.
+func TestCheckpointStripesBesideLogs(t *testing.T) {
+	run := func(hot bool) []models.Finding {
+		d, _ := New(Options{})
+		sc := scenario{ticks: 30, hook: func(tick int, loads []Load, stripes []models.StripeDelta) []models.StripeDelta {
+			for i := range loads {
+				if loads[i].Subject.Kind == models.SubjectDevice {
+					loads[i].Values[Utilization] = 0.6
+				}
+			}
+			for ds := range 4 {
+				for dev := range 5 {
+					stripes = append(stripes, models.StripeDelta{
+						StripeKey: models.StripeKey{Client: "gpu01", DeviceID: devID(ds, dev), FileHandle: "log"},
+						DS:        fmt.Sprintf("ds%02d", ds), Duration: 10 * time.Second,
+						Write: models.StripeIO{BytesCompleted: 160e3},
+					})
+				}
+			}
+			for i := range 8 {
+				b := uint64(4e9)
+				if hot && i == 5 {
+					b *= 10
+				}
+				stripes = append(stripes, models.StripeDelta{
+					StripeKey: models.StripeKey{Client: "gpu01", DeviceID: devID(i%4, i%5), FileHandle: fmt.Sprintf("ckpt%d", i)},
+					DS:        fmt.Sprintf("ds%02d", i%4), Duration: 10 * time.Second,
+					Write: models.StripeIO{BytesCompleted: b},
+				})
+			}
+			return stripes
+		}}
+		return sorted(sc.run(t, d))
+	}
+	for _, f := range run(false) {
+		t.Errorf("checkpoint beside log trickles: unexpected finding %s: %s", f.ID, f.Summary)
+	}
+	want := models.Subject{Kind: models.SubjectStripe, ID: devID(1, 0) + "/ckpt5"}
+	fs := run(true)
+	if len(fs) != 1 || fs[0].Subject != want {
+		t.Errorf("one checkpoint stripe at 10× the others: got %v; want one finding on %s", fs, want)
+	}
+}
+
 // TestNetworkPaths: six DSs of a pool whose devices answer in 0.2 ms.
 // ds03's devices all answer in 2 ms while its drives are barely busy (its
 // port full of another tenant's traffic); ds04 has one 5 ms drive (a
