@@ -118,8 +118,9 @@ func (d *Detector) Observe(now time.Time, subject models.Subject, pts ...Point) 
 }
 
 // Forecast returns the current periodicity estimate of subject, when there is
-// one with at least MinConfidence, with its next window rolled forward past
-// now if a predicted burst did not come.
+// one with at least MinConfidence, with its next window rolled forward
+// once a predicted burst is overdue by more than half a period
+// (rollForward).
 func (d *Detector) Forecast(now time.Time, subject models.Subject) (Periodicity, bool) {
 	g := d.groups[subject]
 	if g == nil || !g.perOK || g.per.Confidence < d.opts.MinConfidence {
@@ -128,17 +129,37 @@ func (d *Detector) Forecast(now time.Time, subject models.Subject) (Periodicity,
 	return rollForward(g.per, now), true
 }
 
-// rollForward moves a prediction whose window already passed to the next
-// lattice slot after now.
+// rollForward moves a prediction to the next lattice slot once now is past
+// both its window's end and half a period after its predicted start. Until
+// then an overdue burst keeps its window: a late checkpoint (a step that
+// took longer, a job's ranks waiting on a straggler) is far likelier than a
+// skipped one, and while it is less than half a period late the window it
+// missed is the nearer of the two to when it comes; rolled at once, the
+// forecast would name a time a whole period after a burst that is about to
+// start, and a planner trusting it would start moving data into it.
 func rollForward(p Periodicity, now time.Time) Periodicity {
-	if p.Period <= 0 || !p.NextEnd.Before(now) {
+	if p.Period <= 0 {
 		return p
 	}
-	k := now.Sub(p.NextEnd)/p.Period + 1
+	keep := keepUntil(p.Next, p.NextEnd, p.Period)
+	if !keep.Before(now) {
+		return p
+	}
+	k := now.Sub(keep)/p.Period + 1
 	p.Next = p.Next.Add(k * p.Period)
 	p.NextStart = p.NextStart.Add(k * p.Period)
 	p.NextEnd = p.NextEnd.Add(k * p.Period)
 	return p
+}
+
+// keepUntil is when a burst predicted at next, in a window ending at end,
+// stops being the one expected: the later of the window's end and half a
+// period after next.
+func keepUntil(next, end time.Time, period time.Duration) time.Time {
+	if half := next.Add(period / 2); half.After(end) {
+		return half
+	}
+	return end
 }
 
 // Raised reports whether subject's newest sample, taken at the now of the
@@ -296,15 +317,18 @@ func burstFinding(s models.Subject, k *tracked, now time.Time) models.Finding {
 }
 
 // Window is the burst window a checkpoint_forecast finding predicts, read
-// back from its evidence: the next window and the period it repeats at.
+// back from its evidence: the predicted start, the next window and the
+// period it repeats at.
 type Window struct {
-	NextStart, NextEnd time.Time
-	Period             time.Duration
-	Confidence         float64
+	Next, NextStart, NextEnd time.Time
+	Period                   time.Duration
+	Confidence               float64
 }
 
 // ForecastWindow reads the predicted window of a checkpoint_forecast
-// finding; ok is false for another kind or incomplete evidence.
+// finding; ok is false for another kind or incomplete evidence. A finding
+// without next_expected (none is written without it) takes the window's
+// middle for the predicted start.
 func ForecastWindow(f models.Finding) (w Window, ok bool) {
 	if f.Kind != KindForecast {
 		return w, false
@@ -318,18 +342,19 @@ func ForecastWindow(f models.Finding) (w Window, ok bool) {
 	w.Confidence, _ = f.EvidenceValue("confidence")
 	unix := func(sec float64) time.Time { return time.UnixMilli(int64(math.Round(sec * 1000))).UTC() }
 	w.NextStart, w.NextEnd, w.Period = unix(ns), unix(ne), time.Duration(per*float64(time.Second))
+	w.Next = w.NextStart.Add(w.NextEnd.Sub(w.NextStart) / 2)
+	if nx, ok := f.EvidenceValue("next_expected"); ok {
+		w.Next = unix(nx)
+	}
 	return w, true
 }
 
-// At returns the window of the series that is open at t or opens next:
-// the forecast window moved on by whole periods.
+// At returns the window of the series expected at t: the forecast window
+// moved on by whole periods, by the rule the forecast itself follows (an
+// overdue window stays until half a period after its predicted start).
 func (w Window) At(t time.Time) (start, end time.Time) {
-	start, end = w.NextStart, w.NextEnd
-	if end.Before(t) {
-		k := (t.Sub(end) + w.Period - 1) / w.Period
-		start, end = start.Add(k*w.Period), end.Add(k*w.Period)
-	}
-	return start, end
+	p := rollForward(Periodicity{Period: w.Period, Next: w.Next, NextStart: w.NextStart, NextEnd: w.NextEnd}, t)
+	return p.NextStart, p.NextEnd
 }
 
 func b2f(b bool) float64 {
@@ -341,6 +366,11 @@ func b2f(b bool) float64 {
 
 func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) models.Finding {
 	r3 := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	overdue := ""
+	if p.NextEnd.Before(now) {
+		overdue = fmt.Sprintf(" (overdue by %s: a late burst is likelier than a skipped one; the window moves on half a period after its predicted start)",
+			now.Sub(p.NextEnd).Round(time.Second))
+	}
 	return models.Finding{
 		ID:       fmt.Sprintf("%s:%s:%d", KindForecast, s, since.UnixMilli()),
 		Kind:     KindForecast,
@@ -350,7 +380,7 @@ func forecastFinding(s models.Subject, p Periodicity, since, now time.Time) mode
 		Start:    since,
 		LastSeen: now,
 		Summary: fmt.Sprintf("%s %s writes a burst every %s (confidence %.2f); next expected %s–%s", s.Kind, s.ID,
-			p.Period.Round(time.Millisecond), p.Confidence, p.NextStart.UTC().Format(time.RFC3339), p.NextEnd.UTC().Format(time.RFC3339)),
+			p.Period.Round(time.Millisecond), p.Confidence, p.NextStart.UTC().Format(time.RFC3339), p.NextEnd.UTC().Format(time.RFC3339)) + overdue,
 		Evidence: []models.Evidence{
 			{Name: "period_seconds", Value: r3(p.Period.Seconds()), Unit: "s"},
 			{Name: "next_expected", Value: float64(p.Next.UnixMilli()) / 1000, Unit: models.UnitUnixSeconds},
