@@ -77,6 +77,9 @@ type Window struct {
 	// the window (mountstats READ execute time ÷ window length, Little's
 	// law); 0 or NaN when unknown.
 	ReadInFlight float64
+	// ReadAhead is the read-ahead window of the group's NFS mounts in
+	// bytes (the largest, as the agents export it); 0 or NaN when unknown.
+	ReadAhead float64
 	// StorageFault says the group saw a storage fault at some point in
 	// the window (a data server it reads from down, I/O errors in its
 	// LAYOUTSTATS): its I/O then shows what the fault left of its demand,
@@ -99,10 +102,15 @@ type Features struct {
 	Periodicity      float64
 	BytesPerSecond   float64
 	ReadInFlight     float64 // NaN unknown
-	GPUNode          bool
-	WindowSeconds    float64
-	TotalBytes       float64
-	supportingRamps  map[string]float64
+	ReadAhead        float64 // bytes; NaN unknown
+	// PatternHidden: the mounts' read-ahead is no larger than the READ
+	// requests and nothing was over-read, so the requests cannot tell a
+	// random reader from a sequential one (patternHidden)
+	PatternHidden   bool
+	GPUNode         bool
+	WindowSeconds   float64
+	TotalBytes      float64
+	supportingRamps map[string]float64
 }
 
 // Label is the classification of one window.
@@ -116,6 +124,10 @@ type Label struct {
 	// Held is set when the window saw a storage fault and Class is the
 	// group's confirmed class, not what the window's I/O scored.
 	Held bool
+	// PatternKept is set when the window's requests could not show its
+	// access pattern (Features.PatternHidden) and the group's last seen
+	// pattern stood in for it (Classifier.Observe).
+	PatternKept bool
 }
 
 // Options tune the classifier. Zero values take the defaults in brackets.
@@ -184,9 +196,12 @@ const kib = 1024
 // Extract computes the features of w.
 func Extract(w Window) Features {
 	f := Features{Sequential: w.Sequential, Amplification: w.ReadAmplification, Periodicity: w.Periodicity, Burstiness: math.NaN(), GPUNode: w.GPUNode}
-	f.ReadInFlight = math.NaN()
+	f.ReadInFlight, f.ReadAhead = math.NaN(), math.NaN()
 	if w.ReadInFlight > 0 {
 		f.ReadInFlight = w.ReadInFlight
+	}
+	if w.ReadAhead > 0 {
+		f.ReadAhead = w.ReadAhead
 	}
 	f.TotalBytes = w.ReadBytes + w.WriteBytes
 	f.WindowSeconds = w.End.Sub(w.Start).Seconds()
@@ -208,6 +223,7 @@ func Extract(w Window) Features {
 	if w.WriteOps > 0 {
 		f.MeanWriteBytes = w.WriteBytes / w.WriteOps
 	}
+	f.PatternHidden = patternHidden(f)
 	if n := len(w.Bandwidth); n >= 2 {
 		mean, sq := 0.0, 0.0
 		for _, b := range w.Bandwidth {
@@ -264,6 +280,23 @@ func memberships(f Features) map[string]float64 {
 	}
 }
 
+// patternHidden reports whether f's READs cannot show its access pattern:
+// the servers sent no more than the application read (amplification under
+// 1.1) in requests at least as large as the mounts' read-ahead (95 %). A
+// random reader shows itself by what read-ahead adds to its reads; once
+// the read-ahead is no larger than its reads (an operator's setting, or
+// the read-ahead loop lowering it for this very reader), it reads exactly
+// what it asks for, as a sequential reader does — on a real Linux client
+// too, whose readahead reads a random request as it is. With read-ahead
+// larger than the requests and no over-read the reads are sequential, and
+// that is seen.
+func patternHidden(f Features) bool {
+	return f.ReadAhead > 0 && f.Amplification > 0 && f.Amplification < 1.1 && f.MeanReadBytes >= 0.95*f.ReadAhead
+}
+
+// patternTerms are the memberships that state the access pattern.
+var patternTerms = []string{"random", "not_random", "sequential"}
+
 // smallRequests is the truth of "the READ requests on the wire are small",
 // 1 at 64 KiB or less, 0 at 128 KiB or more (log scale between). A
 // sequential reader's requests are merged by read-ahead up to the mount's
@@ -298,7 +331,12 @@ var rules = []struct {
 
 // Classify labels one window.
 func Classify(w Window, o Options) Label {
-	o = o.withDefaults()
+	return classify(w, o.withDefaults(), nil)
+}
+
+// classify labels w; pattern, when not nil, replaces the access-pattern
+// memberships (patternTerms) of a window whose own cannot show them.
+func classify(w Window, o Options, pattern map[string]float64) Label {
 	f := Extract(w)
 	l := Label{Subject: w.Subject, Start: w.Start, End: w.End, Features: f, Scores: map[Class]float64{}}
 	if !(f.BytesPerSecond >= o.MinBytesPerSec) {
@@ -306,6 +344,12 @@ func Classify(w Window, o Options) Label {
 		return l
 	}
 	m := memberships(f)
+	if pattern != nil {
+		for _, t := range patternTerms {
+			m[t] = pattern[t]
+		}
+		l.PatternKept = true
+	}
 	f.supportingRamps = m
 	l.Features = f
 	best := 0.0
@@ -349,8 +393,12 @@ func (l Label) Evidence() []models.Evidence {
 	add("periodicity", f.Periodicity, "", "checkpoint analyzer confidence")
 	add("bytes_per_second", f.BytesPerSecond, "B/s", "")
 	add("read_in_flight", f.ReadInFlight, "", "mean READ requests outstanding")
+	add("read_ahead_bytes", f.ReadAhead, "B", "the mounts' read-ahead window")
 	if l.Held {
 		ev = append(ev, models.Evidence{Name: "storage_fault", Value: 1, Note: "a storage fault in the window: class held from the confirmed phase"})
+	}
+	if l.PatternKept {
+		ev = append(ev, models.Evidence{Name: "access_pattern_kept", Value: 1, Note: "read-ahead no larger than the reads hides the access pattern: the group's last seen pattern stands"})
 	}
 	explain := l.Class
 	if explain == Mixed {
@@ -392,6 +440,13 @@ type group struct {
 	level     []levelSample
 	rise      []levelSample
 	riseSince time.Time
+	// pattern holds the access-pattern memberships of the group's last
+	// window that showed them, and patternReq its bytes per READ: a
+	// window whose read-ahead hides its pattern takes them while it
+	// reads in requests of about the same size (within 2×) — the
+	// mount changed, not the job
+	pattern    map[string]float64
+	patternReq float64
 }
 
 // levelSample is one window's demand and READs in flight (NaN unknown).
@@ -467,7 +522,19 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 	if !g.last.End.IsZero() && w.Start.Before(g.last.End) {
 		return Label{}, fmt.Errorf("cannot classify window of %q: it starts at %s, before the previous window ended at %s", w.Subject, w.Start.Format(time.RFC3339), g.last.End.Format(time.RFC3339))
 	}
-	l := Classify(w, c.opts)
+	l := classify(w, c.opts, nil)
+	if f := l.Features; l.Class != Idle && !math.IsNaN(f.Amplification) && f.Amplification > 0 {
+		switch r := f.MeanReadBytes / g.patternReq; {
+		case !f.PatternHidden:
+			m := f.supportingRamps
+			g.pattern, g.patternReq = map[string]float64{}, f.MeanReadBytes
+			for _, t := range patternTerms {
+				g.pattern[t] = m[t]
+			}
+		case g.pattern != nil && r >= 0.5 && r <= 2:
+			l = classify(w, c.opts, g.pattern)
+		}
+	}
 	if w.StorageFault {
 		// A client whose reads fail or hang on a lost server stalls (and
 		// with it every rank that waits on it): its counters show the

@@ -252,6 +252,83 @@ func TestInferenceBySmallRequests(t *testing.T) {
 	}
 }
 
+// TestLoweredReadAheadKeepsThePattern: a model server reads 128 KiB at
+// random behind a 1 MiB read-ahead (the servers send 8 bytes per byte
+// read: inference) for 8 minutes; then the read-ahead is lowered to 128 KiB
+// (the read-ahead loop does this for a random reader) and nothing is
+// over-read any more. Its requests, 128 KiB, are what a loader's look like
+// behind a 128 KiB read-ahead, so they no longer show the pattern; the last
+// seen pattern stands: inference every minute, no workload_shift. Without
+// the read-ahead known (or with the requests 4× larger: another reader) the
+// windows are judged on their own, training-read, as before. A loader
+// reading 128 KiB through a 128 KiB read-ahead from its first window has no
+// pattern to keep: training-read.
+func TestLoweredReadAheadKeepsThePattern(t *testing.T) {
+	s := models.Subject{Kind: models.SubjectClient, ID: "inf00"}
+	run := func(ra func(i int) float64, req func(i int) float64, amp func(i int) float64) ([]Class, []models.Finding) {
+		c, _ := New(Options{})
+		var classes []Class
+		var shifts []models.Finding
+		for i := range 20 {
+			w := minuteWindow(s, i, 800e6, req(i), amp(i), 0, 0)
+			w.ReadAhead = ra(i)
+			l, err := c.Observe(w.End, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			classes = append(classes, l.Class)
+			for _, f := range c.Findings(w.End) {
+				if f.Kind == KindShift {
+					shifts = append(shifts, f)
+				}
+			}
+		}
+		return classes, shifts
+	}
+	lowered := func(i int) float64 {
+		if i < 8 {
+			return mib
+		}
+		return 128 * 1024
+	}
+	amp := func(i int) float64 {
+		if i < 8 {
+			return 8
+		}
+		return 1
+	}
+	same := func(int) float64 { return 128 * 1024 }
+	classes, shifts := run(lowered, same, amp)
+	for i, c := range classes {
+		if c != Inference {
+			t.Errorf("read-ahead lowered at minute 8: minute %d labelled %s; want inference", i, c)
+		}
+	}
+	if len(shifts) != 0 {
+		t.Errorf("read-ahead lowered at minute 8: %d workload_shift findings (%s); want none", len(shifts), shifts[0].Summary)
+	}
+	for name, c := range map[string]struct{ ra, req func(int) float64 }{
+		"read-ahead unknown": {func(int) float64 { return 0 }, same},
+		"requests 4× larger": {lowered, func(i int) float64 {
+			if i < 8 {
+				return 128 * 1024
+			}
+			return 512 * 1024
+		}},
+	} {
+		classes, _ := run(c.ra, c.req, amp)
+		if classes[0] != Inference || classes[19] != TrainingRead {
+			t.Errorf("%s: minute 0 %s, minute 19 %s; want inference, then training-read judged on its own", name, classes[0], classes[19])
+		}
+	}
+	classes, _ = run(same, same, func(int) float64 { return 1 })
+	for i, c := range classes {
+		if c != TrainingRead {
+			t.Errorf("loader 128K through 128K read-ahead: minute %d labelled %s; want training-read", i, c)
+		}
+	}
+}
+
 // shiftsOf feeds windows to a new classifier and returns its shifts.
 func shiftsOf(t *testing.T, ws []Window) []models.Finding {
 	t.Helper()

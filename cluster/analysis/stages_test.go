@@ -138,7 +138,7 @@ func TestReadSmartBuildsObservations(t *testing.T) {
 }
 
 func TestReadMountCountersGroups(t *testing.T) {
-	c := readMountCounters([]storage.Series{
+	c, ra := readMountCounters([]storage.Series{
 		series("ballast_nfs_client_read_bytes_total", 100, "node", "gpu00"),
 		series("ballast_nfs_client_direct_read_bytes_total", 5, "node", "gpu00"),
 		series("ballast_nfs_client_server_read_bytes_total", 400, "node", "gpu00"),
@@ -149,7 +149,13 @@ func TestReadMountCountersGroups(t *testing.T) {
 		series("ballast_nfs_client_operation_execute_seconds_total", 9, "node", "gpu00", "operation", "WRITE"),
 		series("ballast_nfs_client_read_bytes_total", 10, "node", "gpu01", GroupLabel, "train"),
 		series("ballast_nfs_client_read_bytes_total", 20, "node", "gpu02", GroupLabel, "train"),
+		series("ballast_nfs_client_readahead_bytes", 131072, "node", "gpu01", GroupLabel, "train"),
+		series("ballast_nfs_client_readahead_bytes", 1048576, "node", "gpu02", GroupLabel, "train"),
 	})
+	// the read-ahead is a gauge: the group's largest, not a sum or a counter
+	if r := ra[models.Subject{Kind: models.SubjectJob, ID: "train"}]; r != 1048576 {
+		t.Errorf("job_group train read-ahead %v; want 1048576, its mounts' largest", r)
+	}
 	n := c[models.Subject{Kind: models.SubjectClient, ID: "gpu00"}]
 	if n != (counters{read: 105, write: 7, serverRead: 400, readOps: 3, writeOps: 2, readExec: 1.5}) {
 		t.Errorf("gpu00 %+v", n)

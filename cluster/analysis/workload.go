@@ -28,7 +28,7 @@ type WindowLabel struct {
 
 // mountQuery reads the NFS client counters a window needs, from every
 // client's mountstats, in one query.
-const mountQuery = `last_over_time({__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total|ballast_nfs_client_operation_execute_seconds_total", operation=~"|READ|WRITE"}[30s]) keep_metric_names`
+const mountQuery = `last_over_time({__name__=~"ballast_nfs_client_(read_bytes|write_bytes|direct_read_bytes|direct_write_bytes|server_read_bytes)_total|ballast_nfs_client_operations_total|ballast_nfs_client_operation_execute_seconds_total|ballast_nfs_client_readahead_bytes", operation=~"|READ|WRITE"}[30s]) keep_metric_names`
 
 // counters are one group's cumulative client counters.
 type counters struct {
@@ -91,13 +91,19 @@ func newWorkloadStage(a *Analysis) (*workloadStage, error) {
 
 func (w *workloadStage) Name() string { return "workload" }
 
-func readMountCounters(series []storage.Series) map[models.Subject]counters {
-	out := map[models.Subject]counters{}
+// readMountCounters sums each group's mountstats counters and takes the
+// largest read-ahead window of its mounts (a gauge, apart: ra).
+func readMountCounters(series []storage.Series) (out map[models.Subject]counters, ra map[models.Subject]float64) {
+	out, ra = map[models.Subject]counters{}, map[models.Subject]float64{}
 	for i := range series {
 		s := &series[i]
 		g, ok := groupOf(s)
 		v, ok2 := lastValue(s)
 		if !ok || !ok2 || math.IsNaN(v) {
+			continue
+		}
+		if s.Name == models.MetricNFSReadahead {
+			ra[g] = max(ra[g], v)
 			continue
 		}
 		c := out[g]
@@ -122,7 +128,7 @@ func readMountCounters(series []storage.Series) map[models.Subject]counters {
 		}
 		out[g] = c
 	}
-	return out
+	return out, ra
 }
 
 func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Finding, error) {
@@ -130,7 +136,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 	if err != nil {
 		return nil, err
 	}
-	cur := readMountCounters(series)
+	cur, ra := readMountCounters(series)
 	// groups whose nodes carry GPUs: a loader feeds them, a scan does not
 	gpuSeries, err := w.a.q.Query(ctx, gpuQuery, now)
 	if err != nil {
@@ -169,7 +175,7 @@ func (w *workloadStage) Run(ctx context.Context, now time.Time) ([]models.Findin
 			Subject: s, Start: g.winStart, End: now,
 			ReadBytes: g.sum.read, WriteBytes: g.sum.write, ReadOps: g.sum.readOps, WriteOps: g.sum.writeOps,
 			Sequential: math.NaN(), ReadAmplification: math.NaN(), Bandwidth: g.bandwidth,
-			GPUNode: gpuNode[s], StorageFault: g.fault,
+			GPUNode: gpuNode[s], StorageFault: g.fault, ReadAhead: ra[s],
 		}
 		if g.sum.read > 0 {
 			win.ReadAmplification = g.sum.serverRead / g.sum.read
