@@ -527,7 +527,10 @@ func (c *Classifier) Observe(now time.Time, w Window) (Label, error) {
 		switch r := f.MeanReadBytes / g.patternReq; {
 		case !f.PatternHidden:
 			m := f.supportingRamps
-			g.pattern, g.patternReq = map[string]float64{}, f.MeanReadBytes
+			if g.pattern == nil {
+				g.pattern = make(map[string]float64, len(patternTerms))
+			}
+			g.patternReq = f.MeanReadBytes
 			for _, t := range patternTerms {
 				g.pattern[t] = m[t]
 			}
